@@ -1,0 +1,140 @@
+// flashcore public C++ API: one params struct, can_implement() and run().
+//
+// Layout "BSHD": Q [B, Sq, Hq, D], K and V [B, Sk, Hkv, D], O [B, Sq, Hq, D]. Every tensor carries
+// element strides for its batch, sequence and head dims; the last dim is contiguous. A BHSD tensor
+// is passed by swapping the sequence and head strides, with no copy. LSE is [B, Hq, Sq] fp32,
+// natural log, contiguous.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flashcore {
+
+enum class DType { kFloat16, kBFloat16 };
+
+// Which kernel computes the attention. kAuto picks the fastest one that implements the problem on
+// the current device; a named backend is used as asked or fails with kUnsupported.
+enum class Backend {
+  kAuto,
+  kUnfused,  // cuBLAS QK^T, a scale/mask/softmax kernel, cuBLAS PV; needs a workspace
+  kScalar,   // one fused kernel, online softmax on CUDA cores (no tensor cores)
+  kWmma,     // fused, nvcuda::wmma 16x16x16 tensor cores: the lab's "tensor cores, first try"
+  kSm80,     // FlashAttention-2 class: mma.sync m16n8k16, ldmatrix, cp.async pipeline (sm80+)
+};
+
+enum class StatusCode {
+  kOk,
+  kInvalidArgument,  // the caller passed something that is never valid
+  kUnsupported,      // valid in general, but no (chosen) backend implements it on this device
+  kNoDevice,         // no CUDA device, or the device could not be queried
+  kCudaError,        // a CUDA or cuBLAS call failed while running
+};
+
+struct Status {
+  StatusCode code = StatusCode::kOk;
+  std::string message;  // names the argument and the fix when code != kOk
+
+  bool ok() const { return code == StatusCode::kOk; }
+  static Status Ok() { return {}; }
+};
+
+// Element strides of a rank-4 tensor. 64-bit, so tensors beyond 2^31 elements index correctly.
+// The last dim must be contiguous (dim == 1); it is spelled out so that a caller holding a
+// non-contiguous view gets a clear error instead of wrong answers.
+struct Strides {
+  int64_t batch = 0;
+  int64_t seq = 0;
+  int64_t head = 0;
+  int64_t dim = 1;
+};
+
+// Strides of a contiguous BSHD tensor [B, S, H, D].
+inline Strides bshd_strides(int64_t seqlen, int64_t heads, int64_t head_dim) {
+  return {seqlen * heads * head_dim, heads * head_dim, head_dim, 1};
+}
+
+// Strides of a contiguous BHSD tensor [B, H, S, D], seen through the BSHD index order.
+inline Strides bhsd_strides(int64_t seqlen, int64_t heads, int64_t head_dim) {
+  return {seqlen * heads * head_dim, head_dim, seqlen * head_dim, 1};
+}
+
+// A tensor argument: device pointer, element type and strides.
+struct InputTensor {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat16;
+  Strides strides;
+};
+struct OutputTensor {
+  void* data = nullptr;
+  DType dtype = DType::kFloat16;
+  Strides strides;
+};
+
+// Window sizes meaning "no limit on this side".
+inline constexpr int64_t kUnboundedWindow = -1;
+
+struct AttentionParams {
+  int64_t batch = 0;
+  int64_t seqlen_q = 0;
+  int64_t seqlen_k = 0;
+  int64_t heads_q = 0;
+  int64_t heads_kv = 0;  // heads_q % heads_kv == 0 (GQA/MQA); query head h reads kv head h / (heads_q / heads_kv)
+  int64_t head_dim = 0;
+
+  // Q, K, V and O share one dtype, fp16 or bf16; accumulation is always fp32.
+  InputTensor q, k, v;
+  OutputTensor o;
+  float* lse = nullptr;  // optional [B, Hq, Sq]; fully masked rows get -inf
+
+  float softmax_scale = 0.f;  // 0 means 1/sqrt(head_dim)
+  // Query i sees key j when i + Sk - Sq - window_left <= j <= i + Sk - Sq + window_right (bottom-right
+  // aligned, as FlashAttention >= 2.1). -1 leaves that side unbounded. causal forces window_right = 0.
+  bool causal = false;
+  int64_t window_left = kUnboundedWindow;
+  int64_t window_right = kUnboundedWindow;
+  float softcap = 0.f;  // s = softcap * tanh(s / softcap) on the scaled score; 0 turns it off
+
+  Backend backend = Backend::kAuto;
+  // Split-KV (flash-decoding) for backends that support it: 0 lets a heuristic choose from the SM
+  // count and sizes, 1 disables splitting, n > 1 splits Sk across n CTAs per query tile.
+  int num_splits = 0;
+  cudaStream_t stream = nullptr;
+
+  // Scratch for backends that need it (see workspace_size). When null, run() allocates it on the
+  // stream with cudaMallocAsync and frees it after the launch, stream-ordered.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+// Which backend ran, and its name as the lab reports it ("provider").
+struct RunInfo {
+  Backend backend = Backend::kAuto;
+  const char* provider = "";
+};
+
+// Checks every argument and the device without launching anything.
+Status can_implement(const AttentionParams& params);
+
+// Bytes of workspace that run() needs for these params on the current device (0 for fused kernels).
+// Returns 0 when the params are invalid; can_implement() says why.
+size_t workspace_size(const AttentionParams& params);
+
+// Validates (as can_implement), then launches on params.stream. Writes nothing when it fails
+// validation. Does not synchronize.
+Status run(const AttentionParams& params, RunInfo* info = nullptr);
+
+// The backend that kAuto resolves to for these params on the current device.
+Backend resolve_backend(const AttentionParams& params);
+
+// Every backend this build registers (kAuto excluded), fastest first.
+std::vector<Backend> backends();
+const char* backend_name(Backend backend);
+// Parses a backend_name(); returns false for an unknown name.
+bool parse_backend(const std::string& name, Backend* backend);
+
+}  // namespace flashcore

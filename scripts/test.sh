@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds (sm_80 + sm_90a), runs every test suite.
+# Without a GPU the GPU suite is reported as skipped, with the reason.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+preset="${FLASHCORE_PRESET:-default}"
+scripts/install_deps.sh
+start=$(date +%s)
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$(nproc)"
+echo "build time: $(( $(date +%s) - start )) s (preset $preset, $(nproc) cores)"
+status=0
+ctest --preset "$preset" || status=$?
+# ctest hides the output of skipped suites; say why the GPU suite was skipped.
+log="build/$preset/Testing/Temporary/LastTest.log"
+if grep -q "GPU test skipped" "$log" 2>/dev/null; then
+  echo "GPU suite skipped: $(grep -m1 -o 'GPU test skipped: .*' "$log")"
+fi
+exit $status

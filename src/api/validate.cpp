@@ -1,0 +1,221 @@
+// Argument and device validation: everything run() checks before it launches anything.
+#include "api/validate.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <mutex>
+#include <sstream>
+
+#include "common/problem.hpp"
+
+namespace flashcore::detail {
+namespace {
+
+// The fast kernels move 16-byte vectors, so base pointers and every row start must be 16-byte
+// aligned: pointers on 16 bytes, strides in multiples of 8 two-byte elements.
+constexpr int64_t kAlignBytes = 16;
+constexpr int64_t kAlignElements = kAlignBytes / 2;
+constexpr int64_t kMaxHeadDim = 256;
+
+Status invalid(const std::string& message) { return {StatusCode::kInvalidArgument, message}; }
+
+template <typename... Parts>
+std::string cat(const Parts&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
+}
+
+const char* dtype_name(DType dtype) { return dtype == DType::kFloat16 ? "fp16" : "bf16"; }
+
+struct Extent {
+  const char* name;
+  int64_t size;
+  int64_t stride;
+};
+
+// Largest element offset of a tensor, or -1 when computing it overflows int64.
+int64_t max_offset(const std::array<Extent, 4>& dims) {
+  int64_t total = 0;
+  for (const Extent& e : dims) {
+    int64_t term = 0;
+    if (__builtin_mul_overflow(e.size - 1, e.stride, &term) ||
+        __builtin_add_overflow(total, term, &total)) {
+      return -1;
+    }
+  }
+  return total;
+}
+
+// Distinct indices must map to distinct addresses, or two threads write one element. Sorted by
+// stride, each dim's stride must clear the whole span of the dims below it.
+bool strides_do_not_overlap(std::array<Extent, 4> dims) {
+  std::sort(dims.begin(), dims.end(), [](const Extent& a, const Extent& b) { return a.stride < b.stride; });
+  int64_t span = 1;  // elements covered by the dims seen so far
+  for (const Extent& e : dims) {
+    if (e.size == 1) continue;
+    if (e.stride < span) return false;
+    span = e.stride * e.size;
+  }
+  return true;
+}
+
+Status check_tensor(const char* name, const void* data, DType dtype, DType expected_dtype,
+                    const Strides& s, int64_t batch, int64_t seqlen, int64_t heads, int64_t head_dim,
+                    bool is_output) {
+  if (data == nullptr) return invalid(cat(name, " is null; pass a device pointer to its data"));
+  if (dtype != expected_dtype) {
+    return invalid(cat(name, " is ", dtype_name(dtype), " but q is ", dtype_name(expected_dtype),
+                       "; q, k, v and o must share one dtype"));
+  }
+  if (s.dim != 1) {
+    return invalid(cat(name, " has last-dim stride ", s.dim,
+                       "; the head dim must be contiguous (stride 1): make the tensor contiguous"));
+  }
+  const std::array<Extent, 4> dims{{{"batch", batch, s.batch},
+                                    {"seq", seqlen, s.seq},
+                                    {"head", heads, s.head},
+                                    {"dim", head_dim, 1}}};
+  for (const Extent& e : dims) {
+    if (e.stride < 0) {
+      return invalid(cat(name, " has negative ", e.name, " stride ", e.stride, "; strides must be >= 0"));
+    }
+    if (e.stride % kAlignElements != 0 && e.size > 1 && e.stride != 1) {
+      return invalid(cat(name, " ", e.name, " stride ", e.stride, " is not a multiple of ", kAlignElements,
+                         " elements; every row must start 16-byte aligned"));
+    }
+  }
+  if (reinterpret_cast<uintptr_t>(data) % kAlignBytes != 0) {
+    return invalid(cat(name, " pointer is not 16-byte aligned; allocate with cudaMalloc or offset by a "
+                             "multiple of 8 elements"));
+  }
+  if (max_offset(dims) < 0) {
+    return invalid(cat(name, " sizes and strides overflow a 64-bit offset"));
+  }
+  if (is_output && !strides_do_not_overlap(dims)) {
+    return invalid(cat(name, " strides make distinct elements overlap; the output needs a distinct "
+                             "address per element"));
+  }
+  return Status::Ok();
+}
+
+Status check_device_pointer(const char* name, const void* data) {
+  cudaPointerAttributes attributes{};
+  const cudaError_t err = cudaPointerGetAttributes(&attributes, data);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later launches are unaffected
+    return invalid(cat(name, " is not a pointer CUDA knows: ", cudaGetErrorString(err)));
+  }
+  if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged) {
+    return invalid(cat(name, " points to host memory; pass device memory (cudaMalloc)"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status current_device_properties(cudaDeviceProp* properties) {
+  // cudaGetDeviceProperties costs far more than a launch, so each device is queried once.
+  constexpr int kMaxDevices = 64;
+  static cudaDeviceProp cache[kMaxDevices];
+  static std::once_flag queried[kMaxDevices];
+  static cudaError_t query_error[kMaxDevices];
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+    cudaGetLastError();
+    return {StatusCode::kNoDevice, "no CUDA device: flashcore needs an NVIDIA GPU (sm_80 or newer)"};
+  }
+  std::call_once(queried[device], [&] { query_error[device] = cudaGetDeviceProperties(&cache[device], device); });
+  if (query_error[device] != cudaSuccess) {
+    cudaGetLastError();
+    return {StatusCode::kNoDevice, cat("cannot query CUDA device ", device, ": ",
+                                       cudaGetErrorString(query_error[device]))};
+  }
+  *properties = cache[device];
+  return Status::Ok();
+}
+
+Status validate_arguments(const AttentionParams& p) {
+  const std::array<std::pair<const char*, int64_t>, 6> sizes{{{"batch", p.batch},
+                                                              {"seqlen_q", p.seqlen_q},
+                                                              {"seqlen_k", p.seqlen_k},
+                                                              {"heads_q", p.heads_q},
+                                                              {"heads_kv", p.heads_kv},
+                                                              {"head_dim", p.head_dim}}};
+  for (const auto& [name, value] : sizes) {
+    if (value <= 0) return invalid(cat(name, " is ", value, "; it must be positive"));
+  }
+  if (p.heads_q % p.heads_kv != 0) {
+    return invalid(cat("heads_q (", p.heads_q, ") is not a multiple of heads_kv (", p.heads_kv,
+                       "); GQA needs heads_q % heads_kv == 0"));
+  }
+  if (p.head_dim > kMaxHeadDim || p.head_dim % kAlignElements != 0) {
+    return {StatusCode::kUnsupported,
+            cat("head_dim ", p.head_dim, " is not supported; use a multiple of ", kAlignElements,
+                " up to ", kMaxHeadDim, " (64, 128 and 256 run on every backend)")};
+  }
+  if (p.q.dtype != DType::kFloat16 && p.q.dtype != DType::kBFloat16) {
+    return invalid("q dtype must be fp16 or bf16");
+  }
+  if (Status s = check_tensor("q", p.q.data, p.q.dtype, p.q.dtype, p.q.strides, p.batch, p.seqlen_q,
+                              p.heads_q, p.head_dim, false);
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = check_tensor("k", p.k.data, p.k.dtype, p.q.dtype, p.k.strides, p.batch, p.seqlen_k,
+                              p.heads_kv, p.head_dim, false);
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = check_tensor("v", p.v.data, p.v.dtype, p.q.dtype, p.v.strides, p.batch, p.seqlen_k,
+                              p.heads_kv, p.head_dim, false);
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = check_tensor("o", p.o.data, p.o.dtype, p.q.dtype, p.o.strides, p.batch, p.seqlen_q,
+                              p.heads_q, p.head_dim, true);
+      !s.ok()) {
+    return s;
+  }
+  if (p.lse != nullptr && reinterpret_cast<uintptr_t>(p.lse) % alignof(float) != 0) {
+    return invalid("lse pointer is not 4-byte aligned");
+  }
+  if (!(p.softmax_scale == p.softmax_scale) || std::isinf(p.softmax_scale)) {
+    return invalid("softmax_scale is not finite; pass 0 for the default 1/sqrt(head_dim)");
+  }
+  if (!(p.softcap >= 0.f) || std::isinf(p.softcap)) {
+    return invalid(cat("softcap is ", p.softcap, "; it must be finite and >= 0 (0 turns it off)"));
+  }
+  if (p.window_left < -1 || p.window_right < -1) {
+    return invalid(cat("window (", p.window_left, ", ", p.window_right,
+                       ") is out of range; each side must be >= 0, or -1 for unbounded"));
+  }
+  if (p.num_splits < 0) {
+    return invalid(cat("num_splits is ", p.num_splits, "; use 0 (heuristic), 1 (off) or a split count"));
+  }
+  if (p.causal && p.window_right > 0) {
+    return invalid(cat("causal=true conflicts with window_right=", p.window_right,
+                       "; causal means window_right=0: pass 0 or -1"));
+  }
+  return Status::Ok();
+}
+
+Status validate_device(const AttentionParams& p, cudaDeviceProp* properties) {
+  if (Status s = current_device_properties(properties); !s.ok()) return s;
+  if (properties->major < 8) {
+    return {StatusCode::kUnsupported, cat("GPU ", properties->name, " is sm_", properties->major,
+                                          properties->minor, "; flashcore needs sm_80 or newer")};
+  }
+  for (const auto& [name, data] : {std::pair<const char*, const void*>{"q", p.q.data},
+                                   {"k", p.k.data}, {"v", p.v.data}, {"o", p.o.data},
+                                   {"lse", p.lse}}) {
+    if (data == nullptr) continue;  // lse is optional; the others were checked already
+    if (Status s = check_device_pointer(name, data); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace flashcore::detail
