@@ -1,0 +1,130 @@
+// The sm80 forward kernel (FlashAttention-2 schedule): one CTA per (query tile, head, batch,
+// KV split). The Q tile stays in shared memory; K/V tiles stream through a kStages-deep cp.async
+// ring; each warp runs S = QK^T, online softmax and O += PV on its own rows.
+#pragma once
+
+#include <cstdint>
+
+#include "sm80/epilogue.hpp"
+#include "sm80/fwd_params.hpp"
+#include "sm80/kernel_traits.hpp"
+#include "sm80/mainloop.hpp"
+#include "sm80/softmax.hpp"
+#include "sm80/tile_io.hpp"
+
+namespace flashcore::sm80 {
+
+// KV blocks [begin, end) one CTA visits: the union of what its rows can see (blocks outside are
+// skipped, never loaded), then this split's even share of it.
+struct KvBlockRange {
+  int begin, end;
+};
+
+template <typename Traits>
+__device__ __forceinline__ KvBlockRange kv_block_range(const FwdParams& p, int row_begin,
+                                                       int row_end, int split) {
+  const int first_key = p.mask.block_first_key(row_begin);
+  const int end_key = p.mask.block_end_key(row_end);
+  if (end_key <= first_key) return {0, 0};
+  const int first = first_key / Traits::kBlockN;
+  const int last = (end_key + Traits::kBlockN - 1) / Traits::kBlockN;
+  const int per_split = (last - first + p.num_splits - 1) / p.num_splits;
+  const int begin = first + split * per_split;
+  const int end = min(begin + per_split, last);
+  return {begin, end > begin ? end : begin};
+}
+
+template <typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads)
+    fwd_kernel(const __grid_constant__ FwdParams p) {
+  using Element = typename Traits::Element;
+  extern __shared__ __align__(128) char smem[];
+  char* const q_smem = smem;
+  char* const kv_smem = smem + Traits::kQBytes;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / kWarpSize;
+  const int lane = tid % kWarpSize;
+  // Later query tiles see more keys under a causal mask; launching them first shortens the tail.
+  const int m_block = p.num_m_blocks - 1 - static_cast<int>(blockIdx.x) / p.num_splits;
+  const OutputTile tile{static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y),
+                        m_block * Traits::kBlockM, min((m_block + 1) * Traits::kBlockM, p.seqlen_q),
+                        static_cast<int>(blockIdx.x) % p.num_splits};
+
+  const KvBlockRange range = kv_block_range<Traits>(p, tile.row_begin, tile.row_end, tile.split);
+  if (range.begin == range.end) {
+    store_empty<Traits>(p, tile, tid);
+    return;
+  }
+
+  const int kv_head = tile.head / p.kv_group;
+  const auto* q = static_cast<const Element*>(p.q) + tile.batch * p.q_batch + tile.head * p.q_head +
+                  tile.row_begin * p.q_seq;
+  const auto* k = static_cast<const Element*>(p.k) + tile.batch * p.k_batch + kv_head * p.k_head;
+  const auto* v = static_cast<const Element*>(p.v) + tile.batch * p.v_batch + kv_head * p.v_head;
+
+  auto load_kv = [&](int block, int slot) {
+    const int key0 = block * Traits::kBlockN;
+    char* k_smem = kv_smem + slot * Traits::kStageBytes;
+    load_tile_async<Traits, Traits::kBlockN>(k_smem, k + key0 * p.k_seq, p.k_seq, p.seqlen_k - key0,
+                                             tid);
+    load_tile_async<Traits, Traits::kBlockN>(k_smem + Traits::kKVTileBytes, v + key0 * p.v_seq,
+                                             p.v_seq, p.seqlen_k - key0, tid);
+  };
+
+  // Prologue: Q rides in the first group; kStages - 1 groups are committed (empty if the range is
+  // shorter) so that iteration i always waits for group i with the same count.
+  load_tile_async<Traits, Traits::kBlockM>(q_smem, q, p.q_seq, tile.row_end - tile.row_begin, tid);
+  const int num_blocks = range.end - range.begin;
+#pragma unroll
+  for (int stage = 0; stage < Traits::kStages - 1; ++stage) {
+    if (stage < num_blocks) load_kv(range.begin + stage, stage);
+    cute::cp_async_fence();
+  }
+
+  const int warp_row0 = warp * Traits::kWarpRows;
+  // A warp whose rows are all past seqlen_q (short Sq, e.g. decode) only helps load.
+  const bool warp_has_rows = tile.row_begin + warp_row0 < tile.row_end;
+  float o[Traits::kWarpMTiles][Traits::kOutNTiles][4];
+#pragma unroll
+  for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
+#pragma unroll
+    for (int dt = 0; dt < Traits::kOutNTiles; ++dt) {
+      o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.f;
+    }
+  }
+  OnlineSoftmax<Traits::kWarpMTiles> softmax;
+
+  for (int i = 0; i < num_blocks; ++i) {
+    // Block i has landed once at most kStages - 2 newer groups are pending; the barrier also
+    // tells every warp that slot (i - 1) % kStages, refilled next, is no longer being read.
+    cute::cp_async_wait<Traits::kStages - 2>();
+    __syncthreads();
+    const int prefetch = i + Traits::kStages - 1;
+    if (prefetch < num_blocks) load_kv(range.begin + prefetch, prefetch % Traits::kStages);
+    cute::cp_async_fence();
+    if (!warp_has_rows) continue;
+
+    const char* k_smem = kv_smem + (i % Traits::kStages) * Traits::kStageBytes;
+    const int key0 = (range.begin + i) * Traits::kBlockN;
+    float s[Traits::kWarpMTiles][Traits::kScoreNTiles][4];
+    gemm_qk<Traits>(q_smem, k_smem, warp_row0, lane, s);
+    // Interior tiles of the mask (and every tile without one, except the key tail) skip the
+    // per-element test.
+    const bool apply_mask =
+        !p.mask.tile_fully_visible(tile.row_begin, tile.row_end, key0, key0 + Traits::kBlockN);
+    scale_and_mask<Traits>(p, tile.row_begin + warp_row0, key0, lane, apply_mask, s);
+    softmax.update(s, o);
+    uint32_t probs[Traits::kWarpMTiles][Traits::kBlockN / kMmaK][4];
+    pack_probabilities<Traits>(s, probs);
+    gemm_pv<Traits>(k_smem + Traits::kKVTileBytes, lane, probs, o);
+  }
+  if (!warp_has_rows) return;
+
+  float inv_sum[Traits::kWarpMTiles][2];
+  float lse[Traits::kWarpMTiles][2];
+  softmax.finalize(inv_sum, lse);
+  store_output<Traits>(p, tile, q_smem, warp, lane, o, inv_sum, lse);
+}
+
+}  // namespace flashcore::sm80

@@ -1,0 +1,200 @@
+// Host side of the sm80 kernel: the instantiation list (dtype x head dim, everything else is a
+// runtime argument), the kernel's view of the problem, the split-KV plan and the launches.
+#include <algorithm>
+#include <cstdint>
+
+#include "api/backend_registry.hpp"
+#include "api/validate.hpp"
+#include "sm80/combine.cuh"
+#include "sm80/fwd_kernel.cuh"
+#include "sm80/fwd_params.hpp"
+#include "sm80/kernel_traits.hpp"
+#include "sm80/sm80_fwd.hpp"
+#include "sm80/split_kv.hpp"
+
+namespace flashcore::detail {
+namespace {
+
+using sm80::FwdParams;
+using sm80::KernelTraits;
+
+// Sizes stay in int inside the kernel: row + seqlen_k + window + 1 must not overflow.
+constexpr int64_t kMaxSeqlen = int64_t{1} << 29;
+constexpr int64_t kMaxGridYZ = 65535;  // heads go to gridDim.y, batch to gridDim.z
+
+// THE instantiation list: fn receives a default-constructed KernelTraits<Element, HeadDim>.
+// Returns false when (dtype, head_dim) has no kernel.
+template <typename Element, typename Fn>
+bool with_head_dim(int64_t head_dim, Fn&& fn) {
+  switch (head_dim) {
+    case 64:
+      fn(KernelTraits<Element, 64>{});
+      return true;
+    case 128:
+      fn(KernelTraits<Element, 128>{});
+      return true;
+    case 256:
+      fn(KernelTraits<Element, 256>{});
+      return true;
+    default:
+      return false;
+  }
+}
+template <typename Fn>
+bool with_traits(DType dtype, int64_t head_dim, Fn&& fn) {
+  return dtype == DType::kFloat16 ? with_head_dim<__half>(head_dim, fn)
+                                  : with_head_dim<__nv_bfloat16>(head_dim, fn);
+}
+
+// A side of the window beyond this many keys is the same as unbounded; clamping keeps int math.
+int clamp_window(int64_t side, int64_t unbounded_at) {
+  return side < 0 ? -1 : static_cast<int>(std::min(side, unbounded_at));
+}
+
+// The problem as the kernel indexes it. Decode with GQA (one query row, no left window) packs the
+// group's query heads into the row dimension, as FlashAttention-2 does: query head kv*G + j becomes
+// row j of kv head kv, so one CTA reads each K/V tile once for the whole group instead of G times.
+// With Sq == 1 the bottom-right causal/right window lets row 0 see every key, so the packed rows
+// need no mask; a left window depends on the row and disables packing.
+FwdParams kernel_view(const Problem& problem) {
+  const AttentionParams& a = problem.params;
+  FwdParams p{};
+  p.q = a.q.data;
+  p.k = a.k.data;
+  p.v = a.v.data;
+  p.o = a.o.data;
+  p.lse = a.lse;
+  p.q_batch = a.q.strides.batch, p.q_seq = a.q.strides.seq, p.q_head = a.q.strides.head;
+  p.k_batch = a.k.strides.batch, p.k_seq = a.k.strides.seq, p.k_head = a.k.strides.head;
+  p.v_batch = a.v.strides.batch, p.v_seq = a.v.strides.seq, p.v_head = a.v.strides.head;
+  p.o_batch = a.o.strides.batch, p.o_seq = a.o.strides.seq, p.o_head = a.o.strides.head;
+  p.batch = static_cast<int>(a.batch);
+  p.seqlen_k = static_cast<int>(a.seqlen_k);
+  p.scale = problem.scale;
+  p.scale_log2 = problem.scale * sm80::kLog2e;
+  p.softcap = problem.softcap;
+
+  const int64_t group = problem.group();
+  if (a.seqlen_q == 1 && group > 1 && problem.mask.left < 0) {
+    p.heads = static_cast<int>(a.heads_kv);
+    p.kv_group = 1;
+    p.seqlen_q = static_cast<int>(group);
+    p.q_seq = a.q.strides.head, p.q_head = a.q.strides.head * group;
+    p.o_seq = a.o.strides.head, p.o_head = a.o.strides.head * group;
+    // LSE [B, Hq, 1] is already [B, Hkv, G] contiguous.
+    p.mask = WindowMask<int>{p.seqlen_q, p.seqlen_k, -1, -1};
+  } else {
+    p.heads = static_cast<int>(a.heads_q);
+    p.kv_group = static_cast<int>(group);
+    p.seqlen_q = static_cast<int>(a.seqlen_q);
+    p.mask = WindowMask<int>{p.seqlen_q, p.seqlen_k, clamp_window(problem.mask.left, a.seqlen_k),
+                             clamp_window(problem.mask.right, a.seqlen_q)};
+  }
+  return p;
+}
+
+// Grid shape and split count for one instantiation on one device.
+template <typename Traits>
+FwdParams plan(const Problem& problem, const cudaDeviceProp& device) {
+  FwdParams p = kernel_view(problem);
+  p.num_m_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+  const int64_t smem_per_cta =
+      Traits::kSmemBytes + static_cast<int64_t>(device.reservedSharedMemPerBlock);
+  // ptxas gives every instantiation 213-255 registers (the launch-bounds cap), so registers are
+  // counted at the cap next to shared memory and threads.
+  constexpr int64_t kRegistersPerThread = 255;
+  const int64_t ctas_per_sm = std::max<int64_t>(
+      1,
+      std::min({static_cast<int64_t>(device.sharedMemPerMultiprocessor) / smem_per_cta,
+                int64_t{device.maxThreadsPerMultiProcessor} / Traits::kThreads,
+                int64_t{device.regsPerMultiprocessor} / (Traits::kThreads * kRegistersPerThread)}));
+  sm80::SplitInputs in{};
+  in.ctas = static_cast<int64_t>(p.batch) * p.heads * p.num_m_blocks;
+  in.kv_blocks = (p.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
+  in.sm_count = device.multiProcessorCount;
+  in.ctas_per_sm = ctas_per_sm;
+  in.requested = problem.params.num_splits;
+  p.num_splits = sm80::choose_num_splits(in);
+  return p;
+}
+
+int64_t kernel_rows(const FwdParams& p) {
+  return static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q;
+}
+
+template <typename Traits>
+Status launch_with(const Problem& problem, const cudaDeviceProp& device, void* workspace,
+                   cudaStream_t stream) {
+  using Element = typename Traits::Element;
+  FwdParams p = plan<Traits>(problem, device);
+  if (p.num_splits > 1) {
+    p.o_partial = static_cast<float*>(workspace);
+    p.lse_partial = p.o_partial + p.num_splits * kernel_rows(p) * Traits::kHeadDim;
+  }
+
+  const auto kernel = sm80::fwd_kernel<Traits>;
+  if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             Traits::kSmemBytes);
+      err != cudaSuccess) {
+    return launch_status(err, "sm80 fwd_kernel");
+  }
+  const dim3 grid(static_cast<unsigned>(p.num_m_blocks * p.num_splits),
+                  static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
+  if (Status s = launch_status(cudaGetLastError(), "sm80 fwd_kernel"); !s.ok()) return s;
+
+  if (p.num_splits > 1) {
+    const int64_t vectors = kernel_rows(p) * (Traits::kHeadDim / sm80::kCombineVector);
+    const auto blocks =
+        static_cast<unsigned>((vectors + sm80::kCombineThreads - 1) / sm80::kCombineThreads);
+    sm80::combine_kernel<Element>
+        <<<blocks, sm80::kCombineThreads, 0, stream>>>(p, Traits::kHeadDim);
+    return launch_status(cudaGetLastError(), "sm80 combine_kernel");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
+  const AttentionParams& a = problem.params;
+  if (device.major < 8) return "needs an sm_80 or newer GPU (mma.sync m16n8k16, cp.async)";
+  if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {
+    return "supports seqlen_q and seqlen_k up to 2^29";
+  }
+  if (a.heads_q > kMaxGridYZ || a.batch > kMaxGridYZ)
+    return "supports batch and heads_q up to 65535";
+  int smem_bytes = 0;
+  if (!with_traits(a.q.dtype, a.head_dim,
+                   [&](auto traits) { smem_bytes = decltype(traits)::kSmemBytes; })) {
+    return "has no kernel for this head_dim; use 64, 128 or 256";
+  }
+  if (static_cast<size_t>(smem_bytes) > device.sharedMemPerBlockOptin) {
+    return "needs more shared memory per block than this GPU allows for this head_dim";
+  }
+  return "";
+}
+
+size_t sm80_workspace_bytes(const Problem& problem) {
+  cudaDeviceProp device{};
+  if (!current_device_properties(&device).ok()) return 0;
+  size_t bytes = 0;
+  with_traits(problem.params.q.dtype, problem.params.head_dim, [&](auto traits) {
+    using Traits = decltype(traits);
+    const FwdParams p = plan<Traits>(problem, device);
+    bytes = sm80::split_workspace_bytes(p.num_splits, kernel_rows(p), Traits::kHeadDim);
+  });
+  return bytes;
+}
+
+Status launch_sm80(const Problem& problem, void* workspace, cudaStream_t stream) {
+  cudaDeviceProp device{};
+  if (Status s = current_device_properties(&device); !s.ok()) return s;
+  Status status = {StatusCode::kUnsupported, "sm80: head_dim has no kernel"};
+  with_traits(problem.params.q.dtype, problem.params.head_dim, [&](auto traits) {
+    status = launch_with<decltype(traits)>(problem, device, workspace, stream);
+  });
+  return status;
+}
+
+}  // namespace flashcore::detail

@@ -1,0 +1,99 @@
+// Online softmax on the mma C fragments, entirely in registers.
+//
+// C fragment of an m16n8 tile: lane l holds rows g = l/4 (elements 0, 1) and g + 8 (elements 2,
+// 3), columns 2*(l%4) and +1. A row therefore lives in the 4 lanes of one quad, and every row
+// reduction is two xor-shuffles (1, 2) inside the quad. Scores arrive already multiplied by
+// log2(e) (and masked to -inf), so exp2 gives the softmax numerator directly.
+#pragma once
+
+#include <cmath>
+
+namespace flashcore::sm80 {
+
+inline constexpr float kLn2 = 0.69314718055994530942f;
+inline constexpr float kLog2e = 1.44269504088896340736f;
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// State of the 2 rows (g, g + 8) a lane holds in each of a warp's kMTiles m16 tiles.
+template <int kMTiles>
+struct OnlineSoftmax {
+  float row_max[kMTiles][2];  // running max, log2 domain; -inf while every key seen was masked
+  float row_sum[kMTiles][2];  // this lane's share of the running sum; quad-reduced at the end
+
+  __device__ __forceinline__ OnlineSoftmax() {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        row_max[mt][half] = -INFINITY;
+        row_sum[mt][half] = 0.f;
+      }
+    }
+  }
+
+  // Turns the scores s (log2 domain) of one KV tile into probabilities in place, and rescales the
+  // O accumulators of the rows whose max grew.
+  template <int kNTiles, int kOutNTiles>
+  __device__ __forceinline__ void update(float (&s)[kMTiles][kNTiles][4],
+                                         float (&o)[kMTiles][kOutNTiles][4]) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float tile_max = row_max[mt][half];
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+          tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
+        }
+        const float new_max = quad_max(tile_max);
+        // A row with every key so far masked keeps max -inf; subtracting 0 instead keeps
+        // exp2(-inf - max) = 0 rather than NaN.
+        const float base = new_max == -INFINITY ? 0.f : new_max;
+        if (new_max != row_max[mt][half]) {
+          const float correction = exp2f(row_max[mt][half] - base);
+          row_sum[mt][half] *= correction;
+#pragma unroll
+          for (int dt = 0; dt < kOutNTiles; ++dt) {
+            o[mt][dt][2 * half] *= correction;
+            o[mt][dt][2 * half + 1] *= correction;
+          }
+          row_max[mt][half] = new_max;
+        }
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+          s[mt][nt][2 * half] = exp2f(s[mt][nt][2 * half] - base);
+          s[mt][nt][2 * half + 1] = exp2f(s[mt][nt][2 * half + 1] - base);
+          sum += s[mt][nt][2 * half] + s[mt][nt][2 * half + 1];
+        }
+        row_sum[mt][half] += sum;
+      }
+    }
+  }
+
+  // Final per-row normalizer 1/sum (0 for a fully masked row, so O stays 0) and natural-log LSE
+  // (-inf for a fully masked row). Every lane of the quad gets the same values.
+  __device__ __forceinline__ void finalize(float (&inv_sum)[kMTiles][2],
+                                           float (&lse)[kMTiles][2]) const {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float sum = quad_sum(row_sum[mt][half]);
+        const bool empty = sum == 0.f || row_max[mt][half] == -INFINITY;
+        inv_sum[mt][half] = empty ? 0.f : 1.f / sum;
+        lse[mt][half] = empty ? -INFINITY : row_max[mt][half] * kLn2 + logf(sum);
+      }
+    }
+  }
+};
+
+}  // namespace flashcore::sm80
