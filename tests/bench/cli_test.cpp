@@ -1,0 +1,180 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+
+namespace flashcore::bench {
+namespace {
+
+const BackendCheck kBackends = [](const std::string& name) {
+  return name == "auto" || name == "scalar" || name == "unfused" || name == "wmma" || name == "sm80";
+};
+
+bool parse(std::vector<const char*> args, Options* options, std::string* error) {
+  args.insert(args.begin(), "flashcore-bench");
+  return parse_args(static_cast<int>(args.size()), args.data(), kBackends, options, error);
+}
+
+EnvLookup env_of(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    const auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(Cli, NoArgumentsAndHelpPrintHelp) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(parse({}, &o, &error));
+  EXPECT_EQ(o.command, Command::kHelp);
+  ASSERT_TRUE(parse({"run", "--help"}, &o, &error));
+  EXPECT_EQ(o.command, Command::kHelp);
+}
+
+TEST(Cli, HelpDocumentsEveryKnob) {
+  const std::string help = help_text();
+  for (const char* knob : {"FLASHCORE_BACKEND", "FLASHCORE_B", "FLASHCORE_H", "FLASHCORE_HKV",
+                           "FLASHCORE_S", "FLASHCORE_SK", "FLASHCORE_D", "FLASHCORE_CAUSAL",
+                           "FLASHCORE_DTYPE", "FLASHCORE_WINDOW", "BLOCK_SIZE", "DOC_SPAN",
+                           "--target-extra-arg", "--check-expectations", "--profile"}) {
+    EXPECT_NE(help.find(knob), std::string::npos) << knob;
+  }
+}
+
+TEST(Cli, RunParsesTargetsProfileOutAndExtraArgs) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(parse({"run", "--targets", "labs/flashattention", "--profile=full", "--out", "/tmp/x",
+                     "--target-extra-arg",
+                     "labs/flashattention:optimized_flashattention=--backend sm80 --num-splits 2",
+                     "--check-expectations"},
+                    &o, &error))
+      << error;
+  EXPECT_EQ(o.command, Command::kRun);
+  EXPECT_EQ(o.profile, Profile::kFull);
+  EXPECT_EQ(o.out_dir, "/tmp/x");
+  EXPECT_TRUE(o.check_expectations);
+  ASSERT_EQ(o.targets.size(), 2u);
+  EXPECT_EQ(o.targets[0].name(), "labs/flashattention:baseline_flashattention");
+  const TargetArgs& args = o.target_args.at("labs/flashattention:optimized_flashattention");
+  EXPECT_EQ(args.backend.value(), "sm80");
+  EXPECT_EQ(args.num_splits, 2);
+}
+
+TEST(Cli, BadInputSaysWhatIsValid) {
+  Options o;
+  std::string error;
+  EXPECT_FALSE(parse({"bench"}, &o, &error));
+  EXPECT_NE(error.find("list-targets, run, check"), std::string::npos);
+  EXPECT_FALSE(parse({"run"}, &o, &error));
+  EXPECT_NE(error.find("--targets"), std::string::npos);
+  EXPECT_FALSE(parse({"run", "--targets", "labs/nope"}, &o, &error));
+  EXPECT_NE(error.find("labs/flashattention"), std::string::npos);
+  EXPECT_FALSE(parse({"run", "--targets", "labs/flashattention:nope"}, &o, &error));
+  EXPECT_NE(error.find("optimized_flashattention"), std::string::npos);
+  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--profile", "huge"}, &o, &error));
+  EXPECT_NE(error.find("minimal or full"), std::string::npos);
+  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--bogus", "1"}, &o, &error));
+  EXPECT_FALSE(parse({"run", "--targets"}, &o, &error));
+  EXPECT_NE(error.find("needs a value"), std::string::npos);
+  EXPECT_FALSE(parse({"list-targets", "--chapter", "labs/nope"}, &o, &error));
+  EXPECT_NE(error.find("valid chapters"), std::string::npos);
+  EXPECT_FALSE(parse({"list-targets", "--profile", "full"}, &o, &error));
+  EXPECT_FALSE(parse({"check"}, &o, &error));
+  EXPECT_NE(error.find("--results"), std::string::npos);
+}
+
+TEST(Cli, BadTargetExtraArgs) {
+  Options o;
+  std::string error;
+  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore:sm80"}, &o,
+                     &error));
+  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg",
+                      "flashcore:sm80=--backend tpu"},
+                     &o, &error));
+  EXPECT_NE(error.find("valid"), std::string::npos);
+  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg",
+                      "flashcore:sm80=--tile 64"},
+                     &o, &error));
+  EXPECT_NE(error.find("--backend NAME"), std::string::npos);
+  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore=--backend sm80"},
+                     &o, &error));
+}
+
+TEST(Knobs, ReadsAndValidates) {
+  Knobs k;
+  std::string error;
+  ASSERT_TRUE(read_knobs(env_of({}), kBackends, &k, &error));
+  EXPECT_FALSE(k.overrides_shape());
+  ASSERT_TRUE(read_knobs(env_of({{"FLASHCORE_B", "2"}, {"FLASHCORE_H", "16"}, {"FLASHCORE_HKV", "4"},
+                                 {"FLASHCORE_S", "1024"}, {"FLASHCORE_D", "128"},
+                                 {"FLASHCORE_CAUSAL", "1"}, {"FLASHCORE_DTYPE", "bf16"},
+                                 {"FLASHCORE_BACKEND", "sm80"}, {"BLOCK_SIZE", "64"}}),
+                         kBackends, &k, &error))
+      << error;
+  EXPECT_TRUE(k.overrides_shape());
+  EXPECT_EQ(*k.heads_kv, 4);
+  EXPECT_EQ(*k.backend, "sm80");
+
+  const std::vector<std::pair<std::map<std::string, std::string>, std::string>> bad = {
+      {{{"FLASHCORE_B", "0"}}, "positive integer"},
+      {{{"FLASHCORE_S", "12x"}}, "positive integer"},
+      {{{"FLASHCORE_D", "100"}}, "multiple of 8 up to 256"},
+      {{{"FLASHCORE_D", "512"}}, "multiple of 8 up to 256"},
+      {{{"FLASHCORE_DTYPE", "fp8"}}, "fp16 or bf16"},
+      {{{"FLASHCORE_CAUSAL", "yes"}}, "0 or 1"},
+      {{{"FLASHCORE_BACKEND", "tpu"}}, "valid: auto"},
+      {{{"FLASHCORE_HKV", "2"}}, "FLASHCORE_H"},
+      {{{"FLASHCORE_H", "6"}, {"FLASHCORE_HKV", "4"}}, "H % HKV"},
+      {{{"BLOCK_SIZE", "20"}}, "multiple of 16"},
+  };
+  for (const auto& [vars, message] : bad) {
+    EXPECT_FALSE(read_knobs(env_of(vars), kBackends, &k, &error)) << vars.begin()->first;
+    EXPECT_NE(error.find(message), std::string::npos) << error;
+  }
+}
+
+TEST(Knobs, DocSpanIsRejectedForFlexAttentionOnly) {
+  Knobs k;
+  std::string error;
+  ASSERT_TRUE(read_knobs(env_of({{"DOC_SPAN", "128"}}), kBackends, &k, &error));
+  std::vector<Target> targets;
+  ASSERT_TRUE(select_targets("labs/flashattention", &targets, &error));
+  EXPECT_TRUE(check_knobs_for_targets(k, targets, &error));
+  ASSERT_TRUE(select_targets("labs/flexattention", &targets, &error));
+  EXPECT_FALSE(check_knobs_for_targets(k, targets, &error));
+  EXPECT_NE(error.find("document mask"), std::string::npos);
+}
+
+TEST(Knobs, ShapeOverridesReplaceTheGridWithOneCase) {
+  Knobs k;
+  std::string error;
+  ASSERT_TRUE(read_knobs(env_of({{"FLASHCORE_S", "2048"}, {"FLASHCORE_DTYPE", "fp16"}}), kBackends,
+                         &k, &error));
+  std::vector<Target> targets;
+  ASSERT_TRUE(select_targets("labs/flashattention:optimized_flashattention", &targets, &error));
+  const std::vector<Case> cases = cases_for(targets[0], Profile::kFull, k);
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0].seqlen_q, 2048);
+  EXPECT_EQ(cases[0].seqlen_k, 2048);
+  EXPECT_EQ(cases[0].dtype, "fp16");
+}
+
+TEST(Knobs, BackendOverrideAppliesToOptimizedTargetsOnly) {
+  Knobs k;
+  k.backend = "sm80";
+  std::vector<Target> targets;
+  std::string error;
+  ASSERT_TRUE(select_targets("labs/flashattention", &targets, &error));
+  EXPECT_EQ(backend_for(targets[0], k, nullptr), "unfused");
+  EXPECT_EQ(backend_for(targets[1], k, nullptr), "sm80");
+  TargetArgs args;
+  args.backend = "scalar";
+  EXPECT_EQ(backend_for(targets[1], k, &args), "scalar");
+}
+
+}  // namespace
+}  // namespace flashcore::bench

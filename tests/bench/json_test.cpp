@@ -1,0 +1,179 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "json.hpp"
+#include "parity.hpp"
+#include "plot_svg.hpp"
+#include "report_json.hpp"
+#include "report_markdown.hpp"
+
+namespace flashcore::bench {
+namespace {
+
+TEST(Json, RoundTripsValues) {
+  Json j = Json::object();
+  j.set("s", "a \"quoted\"\nline\\");
+  j.set("n", 1.5);
+  j.set("i", int64_t{1} << 40);
+  j.set("b", true);
+  j.set("z", Json());
+  Json& a = j.set("a", Json::array());
+  a.push(1);
+  a.push("x");
+  Json parsed;
+  std::string error;
+  ASSERT_TRUE(Json::parse(j.dump(), &parsed, &error)) << error;
+  EXPECT_EQ(parsed.string_or("s", ""), "a \"quoted\"\nline\\");
+  EXPECT_EQ(parsed.number_or("n", 0), 1.5);
+  EXPECT_EQ(parsed.number_or("i", 0), static_cast<double>(int64_t{1} << 40));
+  EXPECT_TRUE(parsed.find("b")->as_bool());
+  EXPECT_TRUE(parsed.find("z")->is_null());
+  EXPECT_EQ(parsed.find("a")->items().size(), 2u);
+  EXPECT_EQ(parsed.dump(), j.dump());
+  // Key order is kept.
+  EXPECT_EQ(parsed.members().front().first, "s");
+}
+
+TEST(Json, NonFiniteNumbersAreWrittenAsNull) {
+  EXPECT_EQ(Json(std::numeric_limits<double>::quiet_NaN()).dump(-1), "null");
+}
+
+TEST(Json, ParseErrorsSayWhere) {
+  Json j;
+  std::string error;
+  EXPECT_FALSE(Json::parse("{\"a\": 1,\n \"b\" 2}", &j, &error));
+  EXPECT_NE(error.find("line 2"), std::string::npos) << error;
+  EXPECT_FALSE(Json::parse("[1, 2", &j, &error));
+  EXPECT_FALSE(Json::parse("{} x", &j, &error));
+  EXPECT_FALSE(Json::parse("\"unterminated", &j, &error));
+}
+
+Result sample_result(const std::string& chapter, const std::string& workload, const std::string& role,
+                     double p50_us) {
+  Result r;
+  r.chapter = chapter;
+  r.workload = workload;
+  r.role = role;
+  r.requested_backend = role == "peer" ? "cudnn" : "auto";
+  r.provider = role == "peer" ? "cudnn" : "sm80";
+  r.parity = Parity{"cpu-fp64", 1e-3, 1e-2, false, true};
+  Summary s = summarize({p50_us, p50_us * 1.1, p50_us * 0.9});
+  s.method = "graph";
+  s.launches_per_sample = 100;
+  r.timing = s;
+  return r;
+}
+
+RunRecord sample_record() {
+  RunRecord record;
+  record.created_utc = "2026-01-01T00:00:00Z";
+  record.profile = "minimal";
+  record.git_commit = "abc";
+  record.environment = {{"device", "NVIDIA H100 80GB HBM3"}, {"cudnn_version", "9.14.0"}};
+  record.knobs = {{"FLASHCORE_WINDOW", "1024"}};
+  record.gemm_tflops = 800;
+  record.gemm_problem = "cublasGemmEx bf16 8192^3";
+  record.results = {sample_result("labs/flashattention", "baseline_flashattention", "baseline", 100),
+                    sample_result("labs/flashattention", "optimized_flashattention", "optimized", 20),
+                    sample_result("peers/cudnn", "cudnn_sdpa", "peer", 10)};
+  Result skipped = sample_result("flashcore", "wmma", "step", 1);
+  skipped.outcome = Outcome::kSkipped;
+  skipped.reason = "backend 'wmma' is not built";
+  skipped.timing.reset();
+  record.results.push_back(skipped);
+  derive_metrics(&record.results, record.gemm_tflops);
+  return record;
+}
+
+TEST(ResultsSchema, HasVersionEnvironmentAndEveryResultField) {
+  const Json j = to_json(sample_record());
+  EXPECT_EQ(j.string_or("schema", ""), kResultsSchema);
+  EXPECT_EQ(j.number_or("schema_version", 0), kResultsSchemaVersion);
+  for (const char* key : {"created_utc", "profile", "git_commit", "environment", "knobs",
+                          "gemm_ceiling", "results", "expectations"}) {
+    EXPECT_NE(j.find(key), nullptr) << key;
+  }
+  const Json& first = j.find("results")->items()[1];
+  for (const char* key : {"target", "provider", "status", "case", "parity", "timing", "tflops",
+                          "gbps", "pct_of_gemm_ceiling", "speedup_vs_baseline", "ratio_vs_cudnn"}) {
+    EXPECT_NE(first.find(key), nullptr) << key;
+  }
+  for (const char* key : {"min_us", "p50_us", "p90_us", "mean_us", "stdev_us", "samples"}) {
+    EXPECT_NE(first.find("timing")->find(key), nullptr) << key;
+  }
+  EXPECT_NEAR(first.number_or("speedup_vs_baseline", 0), 5.0, 1e-9);
+  EXPECT_NEAR(first.number_or("ratio_vs_cudnn", 0), 0.5, 1e-9);
+  EXPECT_EQ(j.find("results")->items()[3].string_or("status", ""), "SKIPPED");
+}
+
+TEST(ResultsSchema, RoundTripsThroughFromJson) {
+  const RunRecord record = sample_record();
+  Json parsed;
+  std::string error;
+  ASSERT_TRUE(Json::parse(to_json(record).dump(), &parsed, &error)) << error;
+  RunRecord back;
+  ASSERT_TRUE(from_json(parsed, &back, &error)) << error;
+  ASSERT_EQ(back.results.size(), record.results.size());
+  EXPECT_EQ(to_json(back).dump(), to_json(record).dump());
+}
+
+TEST(ResultsSchema, RejectsOtherSchemasAndVersions) {
+  RunRecord back;
+  std::string error;
+  Json j = to_json(sample_record());
+  j.set("schema_version", kResultsSchemaVersion + 1);
+  EXPECT_FALSE(from_json(j, &back, &error));
+  EXPECT_NE(error.find("schema_version"), std::string::npos);
+  EXPECT_FALSE(from_json(Json::object(), &back, &error));
+}
+
+TEST(Reports, MarkdownHasTablesJourneyAndVerdict) {
+  RunRecord record = sample_record();
+  record.expectations_checked = true;
+  record.regressions = {"labs/flashattention:optimized_flashattention [B1]: p50 20 us > max 10 us"};
+  const std::string md = render_markdown(record);
+  EXPECT_NE(md.find("## labs/flashattention"), std::string::npos);
+  EXPECT_NE(md.find("Journey at"), std::string::npos);
+  EXPECT_NE(md.find("cuDNN (peer)"), std::string::npos);
+  EXPECT_NE(md.find("5.00x"), std::string::npos);
+  EXPECT_NE(md.find("**FAIL**"), std::string::npos);
+  EXPECT_NE(md.find("**SKIPPED**"), std::string::npos);
+}
+
+TEST(Reports, SvgHasOnePanelPerHeadDim) {
+  RunRecord record = sample_record();
+  Result other = record.results[1];
+  other.c.head_dim = 128;
+  other.c.seqlen_q = other.c.seqlen_k = 4096;
+  record.results.push_back(other);
+  derive_metrics(&record.results, record.gemm_tflops);
+  const std::string svg = render_svg(record.results);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("head dim 64"), std::string::npos);
+  EXPECT_NE(svg.find("head dim 128"), std::string::npos);
+  EXPECT_NE(svg.find("polyline"), std::string::npos);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+}
+
+TEST(Parity, ComparesRelativeL2AndCatchesNaN) {
+  const double ref[] = {1.0, -2.0, 3.0};
+  const float good[] = {1.001f, -2.001f, 3.001f};
+  Parity p = compare_outputs(good, ref, 3, "fp16", "cpu-fp64");
+  EXPECT_TRUE(p.passed);
+  EXPECT_NEAR(p.rel_l2, std::sqrt(3e-6 / 14.0), 1e-6);
+  const float bad[] = {1.1f, -2.0f, 3.0f};
+  EXPECT_FALSE(compare_outputs(bad, ref, 3, "fp16", "cpu-fp64").passed);
+  EXPECT_TRUE(compare_outputs(bad, ref, 3, "bf16", "cpu-fp64").rel_l2 > 1e-2);
+  const float nan[] = {std::numeric_limits<float>::quiet_NaN(), -2.0f, 3.0f};
+  p = compare_outputs(nan, ref, 3, "bf16", "cpu-fp64");
+  EXPECT_TRUE(p.has_nan);
+  EXPECT_FALSE(p.passed);
+  EXPECT_DOUBLE_EQ(parity_tolerance("fp16"), 5e-3);
+  EXPECT_DOUBLE_EQ(parity_tolerance("bf16"), 1e-2);
+}
+
+}  // namespace
+}  // namespace flashcore::bench

@@ -1,0 +1,118 @@
+#include <gtest/gtest.h>
+
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "cli.hpp"
+#include "targets.hpp"
+
+namespace flashcore::bench {
+namespace {
+
+TEST(Targets, ListPrintsEveryTargetAsChapterColonWorkload) {
+  std::string text, error;
+  ASSERT_TRUE(list_targets("", &text, &error));
+  for (const char* name :
+       {"labs/flashattention:baseline_flashattention", "labs/flashattention:optimized_flashattention",
+        "flashcore:scalar", "flashcore:wmma", "flashcore:sm80", "flashcore:optimized",
+        "labs/flexattention:optimized_flex_causal", "labs/flexattention:optimized_flex_sliding",
+        "peers/cudnn:cudnn_sdpa"}) {
+    EXPECT_NE(text.find(name), std::string::npos) << name;
+  }
+  std::istringstream lines(text);
+  size_t count = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++count;
+    EXPECT_GT(line.find("  "), line.find(':')) << "a description follows each name: " << line;
+  }
+  size_t workloads = 0;
+  for (const Chapter& c : chapters()) workloads += c.workloads.size();
+  EXPECT_EQ(count, workloads);
+}
+
+TEST(Targets, ListFiltersByChapter) {
+  std::string text, error;
+  ASSERT_TRUE(list_targets("labs/flashattention", &text, &error));
+  EXPECT_NE(text.find("baseline_flashattention"), std::string::npos);
+  EXPECT_EQ(text.find("flashcore:"), std::string::npos);
+  EXPECT_FALSE(list_targets("labs/none", &text, &error));
+}
+
+TEST(Targets, SelectionIsInTableOrderWithoutDuplicates) {
+  std::vector<Target> targets;
+  std::string error;
+  ASSERT_TRUE(select_targets(
+      "labs/flashattention:optimized_flashattention,labs/flashattention,peers/cudnn", &targets, &error));
+  ASSERT_EQ(targets.size(), 3u);
+  EXPECT_EQ(targets[0].name(), "labs/flashattention:baseline_flashattention");
+  EXPECT_EQ(targets[1].name(), "labs/flashattention:optimized_flashattention");
+  EXPECT_EQ(targets[2].name(), "peers/cudnn:cudnn_sdpa");
+}
+
+TEST(Targets, TheTableIsConsistent) {
+  std::set<std::string> names;
+  for (const Chapter& c : chapters()) {
+    int baselines = 0;
+    for (const Workload& w : c.workloads) {
+      EXPECT_TRUE(names.insert(std::string(c.name) + ":" + w.name).second) << w.name;
+      const std::string role = w.role;
+      EXPECT_TRUE(role == "baseline" || role == "step" || role == "optimized" || role == "peer");
+      baselines += role == "baseline";
+    }
+    if (std::string(c.name) != "peers/cudnn") {
+      EXPECT_GE(baselines, 1) << c.name;
+    }
+    EXPECT_FALSE(c.cases(Profile::kMinimal).empty()) << c.name;
+  }
+  EXPECT_EQ(cudnn_peer().name(), "peers/cudnn:cudnn_sdpa");
+}
+
+TEST(Targets, FullProfileIsTheFa3Grid) {
+  const std::vector<Case> grid = find_chapter("labs/flashattention")->cases(Profile::kFull);
+  EXPECT_EQ(grid.size(), 3u * 6u * 2u);
+  for (const Case& c : grid) {
+    EXPECT_EQ(c.batch * c.seqlen_q, 16384);
+    EXPECT_EQ(c.heads_q * c.head_dim, 2048);
+  }
+}
+
+TEST(Targets, FlashcoreJourneyStartsAtTheCanonicalShape) {
+  const Case c = find_chapter("flashcore")->cases(Profile::kMinimal).front();
+  EXPECT_EQ(c.label(), "B1_H8_S512_D64_fp16");
+}
+
+TEST(Targets, FlexWorkloadsForceTheirMask) {
+  std::vector<Target> targets;
+  std::string error;
+  ASSERT_TRUE(select_targets("labs/flexattention:optimized_flex_sliding", &targets, &error));
+  Knobs knobs;
+  knobs.window = 256;
+  for (const Case& c : cases_for(targets[0], Profile::kMinimal, knobs)) {
+    EXPECT_TRUE(c.causal);
+    EXPECT_EQ(c.window_left, 256);
+  }
+}
+
+TEST(Model, FlopsFollowThePaperConvention) {
+  Case c;  // B=1 H=8 S=512 D=64
+  EXPECT_DOUBLE_EQ(c.flops(), 4.0 * 8 * 512 * 512 * 64);
+  c.causal = true;
+  EXPECT_DOUBLE_EQ(c.flops(), 2.0 * 8 * 512 * 512 * 64);
+  c.window_left = 0;  // each query sees only itself
+  EXPECT_DOUBLE_EQ(c.flops(), 4.0 * 8 * 512 * 1 * 64);
+  EXPECT_DOUBLE_EQ(c.min_bytes(), 4.0 * 512 * 8 * 64 * 2);
+}
+
+TEST(Model, SummaryStatistics) {
+  const Summary s = summarize({4, 1, 3, 2, 5});
+  EXPECT_EQ(s.samples, 5);
+  EXPECT_DOUBLE_EQ(s.min_us, 1);
+  EXPECT_DOUBLE_EQ(s.p50_us, 3);
+  EXPECT_DOUBLE_EQ(s.p90_us, 4.6);
+  EXPECT_DOUBLE_EQ(s.mean_us, 3);
+  EXPECT_NEAR(s.stdev_us, 1.5811388, 1e-6);
+}
+
+}  // namespace
+}  // namespace flashcore::bench

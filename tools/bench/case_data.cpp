@@ -1,0 +1,206 @@
+#include "case_data.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+
+#include "parity.hpp"
+#include "reference/cpu_reference.hpp"
+#include "reference/gpu_oracle.hpp"
+
+namespace flashcore::bench {
+namespace {
+
+// Rotate until the working set is twice L2, so each launch reads its inputs from DRAM.
+constexpr double kWorkingSetOverL2 = 2.0;
+constexpr int kMaxSets = 64;
+// Leave this fraction of free memory for workspaces (the unfused path materializes the scores).
+constexpr double kMaxFreeFractionForSets = 0.25;
+
+// splitmix64: fast, well-mixed, and deterministic for a given case label.
+uint64_t next_random(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [-1, 1) rounded to the storage type; `exact` receives the rounded value so that the
+// reference sees exactly what the kernels read.
+void fill_random(DType dtype, uint64_t seed, size_t n, std::vector<uint16_t>* bits,
+                 std::vector<double>* exact) {
+  bits->resize(n);
+  if (exact != nullptr) exact->resize(n);
+  uint64_t state = seed;
+  for (size_t i = 0; i < n; ++i) {
+    const float x = static_cast<float>(static_cast<double>(next_random(&state) >> 11) * 0x1.0p-52 - 1.0);
+    float rounded;
+    if (dtype == DType::kFloat16) {
+      const __half h = __float2half_rn(x);
+      std::memcpy(&(*bits)[i], &h, 2);
+      rounded = __half2float(h);
+    } else {
+      const __nv_bfloat16 h = __float2bfloat16_rn(x);
+      std::memcpy(&(*bits)[i], &h, 2);
+      rounded = __bfloat162float(h);
+    }
+    if (exact != nullptr) (*exact)[i] = rounded;
+  }
+}
+
+float to_float(DType dtype, uint16_t bits) {
+  if (dtype == DType::kFloat16) {
+    __half h;
+    std::memcpy(&h, &bits, 2);
+    return __half2float(h);
+  }
+  __nv_bfloat16 h;
+  std::memcpy(&h, &bits, 2);
+  return __bfloat162float(h);
+}
+
+bool cuda_ok(cudaError_t err, const std::string& what, std::string* error) {
+  if (err == cudaSuccess) return true;
+  *error = what + ": " + cudaGetErrorString(err);
+  cudaGetLastError();
+  return false;
+}
+
+}  // namespace
+
+CaseData::~CaseData() { release(); }
+
+void CaseData::release() {
+  for (auto* list : {&q_, &k_, &v_}) {
+    for (void* p : *list) cudaFree(p);
+    list->clear();
+  }
+  for (void* p : o_) cudaFree(p);
+  o_.clear();
+}
+
+AttentionParams CaseData::params(int set) const {
+  AttentionParams p;
+  p.batch = case_.batch;
+  p.seqlen_q = case_.seqlen_q;
+  p.seqlen_k = case_.seqlen_k;
+  p.heads_q = case_.heads_q;
+  p.heads_kv = case_.heads_kv;
+  p.head_dim = case_.head_dim;
+  p.q = {q_.empty() ? nullptr : q_[set], dtype_, bshd_strides(case_.seqlen_q, case_.heads_q, case_.head_dim)};
+  p.k = {k_.empty() ? nullptr : k_[set], dtype_, bshd_strides(case_.seqlen_k, case_.heads_kv, case_.head_dim)};
+  p.v = {v_.empty() ? nullptr : v_[set], dtype_, bshd_strides(case_.seqlen_k, case_.heads_kv, case_.head_dim)};
+  p.o = {o_.empty() ? nullptr : o_[set], dtype_, bshd_strides(case_.seqlen_q, case_.heads_q, case_.head_dim)};
+  p.causal = case_.causal;
+  p.window_left = case_.window_left;
+  return p;
+}
+
+bool CaseData::prepare(const Case& c, size_t l2_bytes, cudaStream_t stream, std::string* error) {
+  release();
+  case_ = c;
+  dtype_ = c.dtype == "bf16" ? DType::kBFloat16 : DType::kFloat16;
+  const size_t q_elems = static_cast<size_t>(c.batch * c.seqlen_q * c.heads_q * c.head_dim);
+  const size_t kv_elems = static_cast<size_t>(c.batch * c.seqlen_k * c.heads_kv * c.head_dim);
+  const size_t set_bytes = 2 * (2 * q_elems + 2 * kv_elems);
+
+  size_t free_bytes = 0, total_bytes = 0;
+  cudaMemGetInfo(&free_bytes, &total_bytes);
+  int sets = static_cast<int>(std::ceil(kWorkingSetOverL2 * static_cast<double>(l2_bytes) /
+                                        static_cast<double>(set_bytes)));
+  sets = std::clamp(sets, 1, kMaxSets);
+  while (sets > 1 && static_cast<double>(sets * set_bytes) >
+                         kMaxFreeFractionForSets * static_cast<double>(free_bytes)) {
+    --sets;
+  }
+  // The oracle's fp32 output and LSE live next to one set during the reference.
+  const size_t oracle_bytes = 4 * q_elems + 4 * static_cast<size_t>(c.batch * c.heads_q * c.seqlen_q);
+  if (set_bytes + oracle_bytes > free_bytes) {
+    *error = "needs " + std::to_string((set_bytes + oracle_bytes) >> 20) + " MiB for inputs, " +
+             std::to_string(free_bytes >> 20) + " MiB free";
+    return false;
+  }
+
+  const uint64_t seed = std::hash<std::string>{}(c.label());
+  std::vector<uint16_t> q_bits, k_bits, v_bits;
+  std::vector<double> q_exact, k_exact, v_exact;
+  const bool on_cpu = c.flops() <= kCpuReferenceMaxFlops;
+  fill_random(dtype_, seed ^ 0x51, q_elems, &q_bits, on_cpu ? &q_exact : nullptr);
+  fill_random(dtype_, seed ^ 0x4B, kv_elems, &k_bits, on_cpu ? &k_exact : nullptr);
+  fill_random(dtype_, seed ^ 0x56, kv_elems, &v_bits, on_cpu ? &v_exact : nullptr);
+
+  for (int s = 0; s < sets; ++s) {
+    void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
+    const bool ok = cuda_ok(cudaMalloc(&q, 2 * q_elems), "cudaMalloc q", error) &&
+                    cuda_ok(cudaMalloc(&k, 2 * kv_elems), "cudaMalloc k", error) &&
+                    cuda_ok(cudaMalloc(&v, 2 * kv_elems), "cudaMalloc v", error) &&
+                    cuda_ok(cudaMalloc(&o, 2 * q_elems), "cudaMalloc o", error);
+    q_.push_back(q);
+    k_.push_back(k);
+    v_.push_back(v);
+    o_.push_back(o);
+    if (!ok) return false;
+    // Every set holds the same values: rotation is about where they live, not what they are.
+    if (!cuda_ok(cudaMemcpy(q, q_bits.data(), 2 * q_elems, cudaMemcpyHostToDevice), "upload q", error) ||
+        !cuda_ok(cudaMemcpy(k, k_bits.data(), 2 * kv_elems, cudaMemcpyHostToDevice), "upload k", error) ||
+        !cuda_ok(cudaMemcpy(v, v_bits.data(), 2 * kv_elems, cudaMemcpyHostToDevice), "upload v", error)) {
+      return false;
+    }
+  }
+
+  AttentionParams p = params(0);
+  if (on_cpu) {
+    reference_kind_ = "cpu-fp64";
+    std::vector<double> lse;
+    reference::cpu_attention(p, q_exact, k_exact, v_exact, &reference_, &lse);
+    return true;
+  }
+  reference_kind_ = "gpu-fp32";
+  float *o32 = nullptr, *lse32 = nullptr;
+  const size_t lse_elems = static_cast<size_t>(c.batch * c.heads_q * c.seqlen_q);
+  bool ok = cuda_ok(cudaMalloc(reinterpret_cast<void**>(&o32), 4 * q_elems), "cudaMalloc oracle output", error) &&
+            cuda_ok(cudaMalloc(reinterpret_cast<void**>(&lse32), 4 * lse_elems), "cudaMalloc oracle lse", error);
+  if (ok) {
+    const Status status = reference::gpu_oracle(p, o32, lse32, stream);
+    if (!status.ok()) {
+      *error = "GPU oracle: " + status.message;
+      ok = false;
+    }
+  }
+  std::vector<float> host(ok ? q_elems : 0);
+  if (ok) {
+    ok = cuda_ok(cudaMemcpyAsync(host.data(), o32, 4 * q_elems, cudaMemcpyDeviceToHost, stream),
+                 "download oracle output", error) &&
+         cuda_ok(cudaStreamSynchronize(stream), "GPU oracle", error);
+  }
+  cudaFree(o32);
+  cudaFree(lse32);
+  if (!ok) return false;
+  reference_.assign(host.begin(), host.end());
+  return true;
+}
+
+void CaseData::poison_output(cudaStream_t stream) const {
+  // 0xFFFF is a NaN in both fp16 and bf16.
+  cudaMemsetAsync(o_[0], 0xFF, reference_.size() * 2, stream);
+}
+
+bool CaseData::check_output(cudaStream_t stream, Parity* parity, std::string* error) const {
+  std::vector<uint16_t> bits(reference_.size());
+  if (!cuda_ok(cudaMemcpyAsync(bits.data(), o_[0], bits.size() * 2, cudaMemcpyDeviceToHost, stream),
+               "download output", error) ||
+      !cuda_ok(cudaStreamSynchronize(stream), "target run", error)) {
+    return false;
+  }
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = to_float(dtype_, bits[i]);
+  *parity = compare_outputs(out.data(), reference_.data(), out.size(), case_.dtype, reference_kind_);
+  return true;
+}
+
+}  // namespace flashcore::bench

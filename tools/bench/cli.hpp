@@ -1,0 +1,81 @@
+// Command line and environment knobs of flashcore-bench. Pure parsing: nothing here touches the
+// GPU, so every error a user can make is caught (and tested) before a device is opened.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model.hpp"
+#include "targets.hpp"
+
+namespace flashcore::bench {
+
+// Environment knobs, read once at start-up (the labs' convention: set them on the command line).
+struct Knobs {
+  std::optional<int64_t> batch, heads, heads_kv, seqlen, seqlen_k, head_dim;  // FLASHCORE_B, ...
+  std::optional<bool> causal;                                                 // FLASHCORE_CAUSAL
+  std::optional<std::string> dtype;                                           // FLASHCORE_DTYPE
+  int64_t window = 1024;                  // FLASHCORE_WINDOW: keys left of the diagonal
+  std::optional<int64_t> block_size;      // BLOCK_SIZE (FlexAttention block-mask granularity)
+  std::optional<int64_t> doc_span;        // DOC_SPAN (document mask span)
+  std::optional<std::string> backend;     // FLASHCORE_BACKEND: provider of the optimized targets
+
+  bool overrides_shape() const;
+  // name=value pairs for the report, in a fixed order; unset knobs are left out.
+  std::vector<std::pair<std::string, std::string>> describe() const;
+};
+
+// Per-target flags given as --target-extra-arg TARGET="--flag value ...".
+struct TargetArgs {
+  std::optional<std::string> backend;  // --backend NAME
+  int num_splits = 0;                  // --num-splits N (0: the library's heuristic)
+};
+
+enum class Command { kHelp, kListTargets, kRun, kCheck };
+
+struct Options {
+  Command command = Command::kHelp;
+  std::string chapter;  // list-targets --chapter
+  std::vector<Target> targets;
+  Profile profile = Profile::kMinimal;
+  std::map<std::string, TargetArgs> target_args;  // by "chapter:workload"
+  std::string out_dir;                            // empty: lab-out/<timestamp>
+  bool check_expectations = false;
+  std::string expectations;  // explicit expectations file; empty: each chapter's own
+  std::string results;       // check: the results.json to check
+  std::string labs_root;     // where chapters' expectations files live (--labs-root)
+};
+
+// Looks up an environment variable; returns null when unset (std::getenv in the tool).
+using EnvLookup = std::function<const char*(const char*)>;
+// True when the name is a flashcore backend (flashcore::parse_backend in the tool).
+using BackendCheck = std::function<bool(const std::string&)>;
+
+// Parses argv (argv[0] is the program). Returns false with a message that says what is valid.
+bool parse_args(int argc, const char* const* argv, const BackendCheck& is_backend, Options* options,
+                std::string* error);
+
+// Reads and validates the knobs. Returns false with a message naming the variable and valid values.
+bool read_knobs(const EnvLookup& env, const BackendCheck& is_backend, Knobs* knobs,
+                std::string* error);
+
+// Rejects knobs that would be silently meaningless for these targets (DOC_SPAN before the
+// document mask exists).
+bool check_knobs_for_targets(const Knobs& knobs, const std::vector<Target>& targets,
+                             std::string* error);
+
+// The cases one target runs: the chapter's grid for the profile, or a single case when a shape
+// knob is set (the chapter's first case with the overrides applied), with the workload's mask.
+std::vector<Case> cases_for(const Target& target, Profile profile, const Knobs& knobs);
+
+// The backend a target asks flashcore for: --target-extra-arg --backend, else FLASHCORE_BACKEND for
+// optimized targets, else the table's.
+std::string backend_for(const Target& target, const Knobs& knobs, const TargetArgs* args);
+
+std::string help_text();
+
+}  // namespace flashcore::bench

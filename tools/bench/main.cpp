@@ -1,0 +1,196 @@
+// flashcore-bench: list, run and check the lab's targets (see --help and docs/lab.md).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "cli.hpp"
+#include "expectations.hpp"
+#include "flashcore/attention.hpp"
+#include "plot_svg.hpp"
+#include "report_json.hpp"
+#include "report_markdown.hpp"
+#include "runner.hpp"
+
+namespace fs = std::filesystem;
+using namespace flashcore::bench;
+
+namespace {
+
+enum ExitCode { kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitRegressed = 3, kExitNoDevice = 4 };
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "flashcore-bench: error: %s\n", message.c_str());
+  return code;
+}
+
+bool read_file(const std::string& path, std::string* text) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream s;
+  s << in.rdbuf();
+  *text = s.str();
+  return true;
+}
+
+bool write_file(const fs::path& path, const std::string& text, std::string* error) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) *error = "cannot write " + path.string();
+  return static_cast<bool>(out);
+}
+
+std::string utc_now(const char* format) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), format, &tm);
+  return buf;
+}
+
+std::string git_commit(const std::string& root) {
+  const std::string command = "git -C '" + root + "' rev-parse HEAD 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return "unknown";
+  char buf[64] = "";
+  const bool got = std::fgets(buf, sizeof(buf), pipe) != nullptr;
+  pclose(pipe);
+  std::string commit = got ? buf : "";
+  while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
+  return commit.empty() ? "unknown" : commit;
+}
+
+// Checks record->results against the chapters' expectations files (or one explicit file).
+bool check_record(const Options& options, RunRecord* record, std::string* error) {
+  const std::string root = options.labs_root.empty() ? FLASHCORE_BENCH_SOURCE_DIR : options.labs_root;
+  std::vector<std::string> files;
+  if (!options.expectations.empty()) {
+    files.push_back(options.expectations);
+  } else {
+    for (const Result& r : record->results) {
+      const Chapter* chapter = find_chapter(r.chapter);
+      if (chapter == nullptr || chapter->expectations[0] == '\0') continue;
+      const std::string path = (fs::path(root) / chapter->expectations).string();
+      if (std::find(files.begin(), files.end(), path) == files.end()) files.push_back(path);
+    }
+  }
+  record->expectations_checked = true;
+  record->expectations_files = files;
+  record->regressions.clear();
+  for (const std::string& path : files) {
+    std::string text;
+    if (!read_file(path, &text)) {
+      *error = "no expectations file " + path + " (pass --expectations FILE or --labs-root DIR)";
+      return false;
+    }
+    Json expectations;
+    std::string parse_error;
+    if (!Json::parse(text, &expectations, &parse_error)) {
+      *error = path + ": " + parse_error;
+      return false;
+    }
+    if (!check_expectations(record->results, expectations, path, &record->regressions, error)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void print_regressions(const RunRecord& record) {
+  if (record.regressions.empty()) {
+    std::printf("expectations: PASS\n");
+    return;
+  }
+  std::printf("expectations: %zu regression(s)\n", record.regressions.size());
+  for (const std::string& r : record.regressions) std::printf("  REGRESSION %s\n", r.c_str());
+}
+
+int run_check(const Options& options) {
+  std::string text, error;
+  if (!read_file(options.results, &text)) return fail(kExitUsage, "cannot read " + options.results);
+  Json json;
+  if (!Json::parse(text, &json, &error)) return fail(kExitUsage, options.results + ": " + error);
+  RunRecord record;
+  if (!from_json(json, &record, &error)) return fail(kExitUsage, options.results + ": " + error);
+  if (!check_record(options, &record, &error)) return fail(kExitUsage, error);
+  print_regressions(record);
+  return record.regressions.empty() ? kExitOk : kExitRegressed;
+}
+
+int run_targets(const Options& options, const Knobs& knobs, const std::string& command_line) {
+  RunRecord record;
+  record.created_utc = utc_now("%Y-%m-%dT%H:%M:%SZ");
+  record.command_line = command_line;
+  record.profile = profile_name(options.profile);
+  record.git_commit = git_commit(FLASHCORE_BENCH_SOURCE_DIR);
+  for (const auto& knob : knobs.describe()) record.knobs.push_back(knob);
+  std::string error;
+  if (!run_lab(options, knobs, &record, &error)) {
+    return fail(error.rfind("no CUDA device", 0) == 0 ? kExitNoDevice : kExitFailed, error);
+  }
+  derive_metrics(&record.results, record.gemm_tflops);
+  if (options.check_expectations && !check_record(options, &record, &error)) {
+    return fail(kExitUsage, error);
+  }
+
+  const fs::path out = options.out_dir.empty() ? fs::path("lab-out") / utc_now("%Y%m%d-%H%M%S")
+                                               : fs::path(options.out_dir);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) return fail(kExitFailed, "cannot create " + out.string() + ": " + ec.message());
+  if (!write_file(out / "results.json", to_json(record).dump(), &error) ||
+      !write_file(out / "report.md", render_markdown(record), &error) ||
+      !write_file(out / "tflops.svg", render_svg(record.results), &error)) {
+    return fail(kExitFailed, error);
+  }
+  size_t failed = 0, skipped = 0;
+  for (const Result& r : record.results) {
+    failed += r.outcome == Outcome::kFailed;
+    skipped += r.outcome == Outcome::kSkipped;
+  }
+  std::printf("%zu results: %zu FAILED, %zu SKIPPED\nartifacts: %s/{results.json,report.md,tflops.svg}\n",
+              record.results.size(), failed, skipped, out.string().c_str());
+  if (record.expectations_checked) print_regressions(record);
+  if (!record.regressions.empty()) return kExitRegressed;
+  return failed > 0 ? kExitFailed : kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const BackendCheck is_backend = [](const std::string& name) {
+    flashcore::Backend backend;
+    return flashcore::parse_backend(name, &backend);
+  };
+  Options options;
+  std::string error;
+  if (!parse_args(argc, argv, is_backend, &options, &error)) return fail(kExitUsage, error);
+  switch (options.command) {
+    case Command::kHelp:
+      std::fputs(help_text().c_str(), stdout);
+      return kExitOk;
+    case Command::kListTargets: {
+      std::string text;
+      if (!list_targets(options.chapter, &text, &error)) return fail(kExitUsage, error);
+      std::fputs(text.c_str(), stdout);
+      return kExitOk;
+    }
+    case Command::kCheck:
+      return run_check(options);
+    case Command::kRun:
+      break;
+  }
+  Knobs knobs;
+  if (!read_knobs([](const char* name) { return std::getenv(name); }, is_backend, &knobs, &error) ||
+      !check_knobs_for_targets(knobs, options.targets, &error)) {
+    return fail(kExitUsage, error);
+  }
+  std::string command_line;
+  for (int i = 0; i < argc; ++i) command_line += (i > 0 ? " " : "") + std::string(argv[i]);
+  return run_targets(options, knobs, command_line);
+}

@@ -1,0 +1,14 @@
+// tflops.svg: TFLOP/s vs sequence length, one line per provider (and mask), one panel per head
+// dim. Drawn directly as SVG so the lab needs no plotting stack.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model.hpp"
+
+namespace flashcore::bench {
+
+std::string render_svg(const std::vector<Result>& results);
+
+}  // namespace flashcore::bench

@@ -1,0 +1,38 @@
+// results.json: the versioned record of one run, and its reader (so `check` can re-evaluate an
+// earlier run against new expectations without a GPU).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "json.hpp"
+#include "model.hpp"
+
+namespace flashcore::bench {
+
+// Bump when a field changes meaning or is removed; adding fields keeps the version.
+inline constexpr int kResultsSchemaVersion = 1;
+inline constexpr const char* kResultsSchema = "flashcore-bench/results";
+
+struct RunRecord {
+  std::string created_utc;   // ISO 8601
+  std::string command_line;
+  std::string profile;
+  std::string git_commit;
+  // device, compute capability, SM count, L2, driver, CUDA runtime, cuDNN, cuDNN frontend, ...
+  std::vector<std::pair<std::string, std::string>> environment;
+  std::vector<std::pair<std::string, std::string>> knobs;
+  double gemm_tflops = 0;  // measured cuBLAS bf16 GEMM ceiling; 0 when not measured
+  std::string gemm_problem;
+  std::vector<Result> results;
+  bool expectations_checked = false;
+  std::vector<std::string> expectations_files;
+  std::vector<std::string> regressions;
+};
+
+Json to_json(const RunRecord& record);
+// Reads what to_json wrote. Returns false, naming the field, on a schema mismatch.
+bool from_json(const Json& json, RunRecord* record, std::string* error);
+
+}  // namespace flashcore::bench
