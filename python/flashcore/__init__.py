@@ -1,0 +1,119 @@
+"""flashcore: fused attention on NVIDIA GPUs (sm_80+).
+
+`attention` takes any DLPack arrays (torch, CuPy, JAX) zero-copy; with torch it allocates the
+outputs and launches on the current stream, and `torch.ops.flashcore.attention` lets torch.compile
+and CUDA graphs see it as one op. Importing needs no GPU and no torch.
+"""
+
+from . import _core
+
+__all__ = ["attention", "providers", "last_provider"]
+__version__ = "0.1.0"
+
+try:
+    import torch
+except ImportError:
+    torch = None
+else:
+    from . import _ops
+
+
+def providers():
+    """Names of the kernels compiled into this build, usable as `backend=`."""
+    return list(_core.native().providers())
+
+
+def last_provider():
+    """The provider (kernel) that ran the last successful `attention` call on this thread, or None.
+
+    Calls replayed from a CUDA graph or run inside a compiled graph's replay do not update it.
+    """
+    return _core.last_provider()
+
+
+def attention(
+    q,
+    k,
+    v,
+    *,
+    causal=False,
+    softmax_scale=None,
+    window=(-1, -1),
+    softcap=0.0,
+    return_lse=False,
+    backend="auto",
+    out=None,
+    lse_out=None,
+    stream=None,
+):
+    """Scaled dot-product attention, softmax(q k^T * scale) v, fused in one kernel.
+
+    q: [batch, seqlen_q, heads_q, head_dim]; k, v: [batch, seqlen_k, heads_kv, head_dim] (BSHD;
+    a BHSD tensor is passed as `x.transpose(1, 2)`, no copy). float16 or bfloat16 on one CUDA
+    device; the last dim contiguous; heads_q a multiple of heads_kv (GQA/MQA).
+
+    causal, window=(left, right) (-1 = unbounded, bottom-right aligned), softcap (0 = off) and
+    softmax_scale (None = 1/sqrt(head_dim)) mean what they mean in flash_attn_func.
+    return_lse: also return the log-sum-exp, float32 [batch, heads_q, seqlen_q].
+    backend: "auto" or one of providers().
+    out / lse_out: arrays to write into; allocated when omitted (torch: torch.empty; other
+    arrays: their __array_namespace__'s empty_like / empty).
+    stream: the cudaStream_t as an int; default: torch's current stream for torch tensors, else 0
+    (the legacy default stream; pass e.g. cupy.cuda.get_current_stream().ptr).
+
+    Returns out, or (out, lse). Invalid arguments raise ValueError or TypeError naming the
+    argument, before anything is launched. Forward only: no gradients.
+    """
+    # Plain checks, no try/except or generators: torch.compile traces this function.
+    if not isinstance(window, (tuple, list)) or len(window) != 2:
+        raise TypeError(f"window must be a pair of ints (left, right), got {window!r}")
+    window = (int(window[0]), int(window[1]))
+    if softmax_scale is None:
+        scale = 0.0  # the library's "1/sqrt(head_dim)"
+    else:
+        scale = float(softmax_scale)
+        if scale == 0.0:
+            raise ValueError("softmax_scale is 0; pass None for the default 1/sqrt(head_dim)")
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a str ('auto' or one of providers()), got {backend!r}")
+    causal = bool(causal)
+    softcap = float(softcap)
+
+    if torch is not None and isinstance(q, torch.Tensor):
+        return _ops.attention(
+            q, k, v, causal, scale, window, softcap, return_lse, backend, out, lse_out, stream
+        )
+
+    for name, array in (("q", q), ("k", k), ("v", v)):
+        if not hasattr(array, "__dlpack__"):
+            raise TypeError(
+                f"{name} is a {type(array).__name__}; pass a DLPack array (torch.Tensor, CuPy or "
+                "JAX array)"
+            )
+    if out is None or (return_lse and lse_out is None):
+        if not hasattr(q, "__array_namespace__"):
+            raise TypeError(
+                f"q is a {type(q).__name__} without __array_namespace__, so flashcore cannot "
+                "allocate the result: pass out= (and lse_out= with return_lse=True)"
+            )
+        xp = q.__array_namespace__()
+        if out is None:
+            out = xp.empty_like(q)
+        if return_lse and lse_out is None and q.ndim == 4:
+            lse_out = xp.empty(
+                (q.shape[0], q.shape[2], q.shape[1]), dtype=xp.float32, device=q.device
+            )
+    _core.run(
+        q,
+        k,
+        v,
+        out,
+        lse_out if return_lse else None,
+        scale,
+        causal,
+        window,
+        softcap,
+        backend,
+        0 if stream is None else int(stream),
+    )
+    return (out, lse_out) if return_lse else out

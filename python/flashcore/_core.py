@@ -1,0 +1,36 @@
+"""The native extension and the per-thread record of which kernel ran. No framework imports."""
+
+import threading
+
+try:
+    from . import _flashcore as _native
+
+    _load_error = None
+except ImportError as error:  # e.g. no CUDA runtime library on this machine
+    _native = None
+    _load_error = error
+
+_state = threading.local()
+
+
+def native():
+    """The extension module; raises a RuntimeError that says why when it could not be loaded."""
+    if _native is None:
+        raise RuntimeError(
+            f"flashcore's native extension could not be loaded: {_load_error}. flashcore needs the "
+            "CUDA runtime (libcudart) and an NVIDIA GPU (sm_80 or newer) to run attention."
+        ) from _load_error
+    return _native
+
+
+def run(q, k, v, out, lse, softmax_scale, causal, window, softcap, backend, stream):
+    """Validates and launches on `stream` (an int cudaStream_t); records the provider that ran."""
+    provider = native().attention(
+        q, k, v, out, lse, softmax_scale, causal, window[0], window[1], softcap, backend, stream
+    )
+    _state.provider = provider
+    return provider
+
+
+def last_provider():
+    return getattr(_state, "provider", None)

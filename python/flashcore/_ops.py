@@ -1,0 +1,109 @@
+"""torch integration, imported only when torch is: eager calls go straight to the extension on
+the current stream; under torch.compile they go through the custom op flashcore::attention, which
+the compiler and CUDA graphs see as one opaque node with a fake (meta) implementation."""
+
+import torch
+
+from . import _core
+
+
+def _lse_shape(q):
+    if q.dim() != 4:
+        raise ValueError(
+            f"q is {q.dim()}-D; it must be 4-D [batch, seqlen, heads, head_dim] (BSHD; pass BHSD "
+            "through strides)"
+        )
+    return (q.shape[0], q.shape[2], q.shape[1])
+
+
+def _current_stream(q):
+    return torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else 0
+
+
+@torch.library.custom_op("flashcore::attention", mutates_args=())
+def attention_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool,
+    softmax_scale: float,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    backend: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns (out, lse): out like q but contiguous BSHD, lse float32 [batch, heads_q, seqlen_q].
+
+    softmax_scale 0 means 1/sqrt(head_dim). Runs on the current stream.
+    """
+    lse = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    _core.run(
+        q,
+        k,
+        v,
+        out,
+        lse,
+        softmax_scale,
+        causal,
+        (window_left, window_right),
+        softcap,
+        backend,
+        _current_stream(q),
+    )
+    return out, lse
+
+
+@attention_op.register_fake
+def _attention_fake(q, k, v, causal, softmax_scale, window_left, window_right, softcap, backend):
+    return q.new_empty(q.shape), q.new_empty(_lse_shape(q), dtype=torch.float32)
+
+
+def attention(
+    q, k, v, causal, softmax_scale, window, softcap, return_lse, backend, out, lse_out, stream
+):
+    """flashcore.attention for torch tensors (arguments already normalized)."""
+    if torch.compiler.is_compiling():
+        if stream is not None:
+            raise ValueError(
+                "stream= is not supported under torch.compile; the op runs on the "
+                "current stream (use torch.cuda.stream(...))"
+            )
+        o, lse = attention_op(
+            q, k, v, causal, softmax_scale, window[0], window[1], softcap, backend
+        )
+        if out is not None:
+            o = out.copy_(o)
+        if lse_out is not None:
+            lse = lse_out.copy_(lse)
+        return (o, lse) if return_lse else o
+
+    for name, tensor in (("k", k), ("v", v), ("out", out), ("lse_out", lse_out)):
+        if tensor is not None and not isinstance(tensor, torch.Tensor):
+            raise TypeError(
+                f"{name} is a {type(tensor).__name__} but q is a torch.Tensor; pass "
+                "torch tensors throughout"
+            )
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        raise ValueError(
+            "q, k or v requires grad, but flashcore.attention is forward-only: call it "
+            "under torch.no_grad() / torch.inference_mode() or pass detached tensors"
+        )
+    if out is None:
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    if return_lse and lse_out is None:
+        lse_out = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
+    _core.run(
+        q.detach(),
+        k.detach(),
+        v.detach(),
+        out.detach(),
+        lse_out.detach() if return_lse else None,
+        softmax_scale,
+        causal,
+        window,
+        softcap,
+        backend,
+        _current_stream(q) if stream is None else int(stream),
+    )
+    return (out, lse_out) if return_lse else out

@@ -1,0 +1,317 @@
+// flashcore._flashcore: the Python binding. DLPack arrays come in zero-copy through nb::ndarray,
+// are checked here for what only the array objects know (device, dtype, rank, matching shapes),
+// and become AttentionParams; flashcore::run checks the rest and launches on the caller's stream.
+// Nothing here knows about torch, so any DLPack producer (torch, CuPy, JAX) works.
+#include <cuda_runtime_api.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "flashcore/attention.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using Array = nb::ndarray<nb::ro>;        // inputs may be read-only views
+using MutableArray = nb::ndarray<>;
+
+std::string device_name(int device_type, int device_id) {
+  switch (device_type) {
+    case nb::device::cpu::value:
+      return "cpu";
+    case nb::device::cuda::value:
+      return "cuda:" + std::to_string(device_id);
+    case nb::device::cuda_managed::value:
+      return "cuda:" + std::to_string(device_id) + " (managed)";
+    case nb::device::cuda_host::value:
+      return "pinned host memory";
+    default:
+      return "DLPack device type " + std::to_string(device_type);
+  }
+}
+
+std::string dtype_name(nb::dlpack::dtype dtype) {
+  const char* kind = "unknown";
+  switch (static_cast<nb::dlpack::dtype_code>(dtype.code)) {
+    case nb::dlpack::dtype_code::Int:
+      kind = "int";
+      break;
+    case nb::dlpack::dtype_code::UInt:
+      kind = "uint";
+      break;
+    case nb::dlpack::dtype_code::Float:
+      kind = "float";
+      break;
+    case nb::dlpack::dtype_code::Bfloat:
+      kind = "bfloat";
+      break;
+    case nb::dlpack::dtype_code::Complex:
+      kind = "complex";
+      break;
+    case nb::dlpack::dtype_code::Bool:
+      kind = "bool";
+      break;
+  }
+  return kind + std::to_string(dtype.bits);
+}
+
+bool is_cuda(int device_type) {
+  return device_type == nb::device::cuda::value || device_type == nb::device::cuda_managed::value;
+}
+
+bool is_dtype(nb::dlpack::dtype dtype, nb::dlpack::dtype_code code, int bits) {
+  return dtype.code == static_cast<uint8_t>(code) && dtype.bits == bits && dtype.lanes == 1;
+}
+
+template <typename A>
+std::string shape_string(const A& a) {
+  std::string s = "(";
+  for (size_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+template <typename A>
+void check_rank(const char* name, const A& a, size_t rank, const char* layout) {
+  if (a.ndim() != rank) {
+    throw nb::value_error((std::string(name) + " is " + std::to_string(a.ndim()) + "-D; it must be " +
+                           std::to_string(rank) + "-D " + layout)
+                              .c_str());
+  }
+}
+
+// Checked after dtypes and shapes, so that host arrays (numpy in CI) exercise every other check.
+template <typename A>
+void check_device(const char* name, const A& a, int device) {
+  if (!is_cuda(a.device_type())) {
+    throw nb::value_error((std::string(name) + " is on " + device_name(a.device_type(), a.device_id()) +
+                           "; flashcore runs on CUDA arrays: move it to the GPU (e.g. " + name +
+                           ".cuda())")
+                              .c_str());
+  }
+  if (a.device_id() != device) {
+    throw nb::value_error((std::string(name) + " is on cuda:" + std::to_string(a.device_id()) +
+                           " but q is on cuda:" + std::to_string(device) +
+                           "; all arrays must be on one device")
+                              .c_str());
+  }
+}
+
+// flashcore::run checks this too, but only once a GPU is there; the binding can say it anywhere.
+template <typename A>
+void check_last_dim_contiguous(const char* name, const A& a) {
+  if (a.shape(3) > 1 && a.stride(3) != 1) {
+    throw nb::value_error((std::string(name) + " has last-dim stride " + std::to_string(a.stride(3)) +
+                           "; the head dim must be contiguous (stride 1): make it contiguous")
+                              .c_str());
+  }
+}
+
+template <typename A>
+int64_t dim(const A& a, size_t i) {
+  return static_cast<int64_t>(a.shape(i));
+}
+
+template <typename A>
+flashcore::Strides strides_of(const A& a) {
+  return {a.stride(0), a.stride(1), a.stride(2), a.stride(3)};
+}
+
+std::vector<std::string> provider_names() {
+  // Backend is an enum class over int and backend_name() answers "unknown" for values without a
+  // registered kernel, so walking a generous range lists exactly the backends of this build.
+  std::vector<std::string> names;
+  for (int value = 1; value < 64; ++value) {
+    const char* name = flashcore::backend_name(static_cast<flashcore::Backend>(value));
+    if (std::strcmp(name, "unknown") != 0) names.emplace_back(name);
+  }
+  return names;
+}
+
+flashcore::Backend backend_from(const std::string& name) {
+  flashcore::Backend backend = flashcore::Backend::kAuto;
+  if (flashcore::parse_backend(name, &backend)) return backend;
+  std::string known = "'auto'";
+  for (const std::string& provider : provider_names()) known += ", '" + provider + "'";
+  throw nb::value_error(("backend '" + name + "' is unknown; use one of " + known).c_str());
+}
+
+void raise_status(const flashcore::Status& status) {
+  switch (status.code) {
+    case flashcore::StatusCode::kOk:
+      return;
+    case flashcore::StatusCode::kInvalidArgument:
+    case flashcore::StatusCode::kUnsupported:
+      throw nb::value_error(status.message.c_str());
+    case flashcore::StatusCode::kNoDevice:
+    case flashcore::StatusCode::kCudaError:
+      throw std::runtime_error(status.message);
+  }
+}
+
+// Makes the arrays' device current for the call and restores the caller's device afterwards, as
+// a framework's device guard would: flashcore::run works on the current device.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      cudaGetLastError();
+      throw std::runtime_error("no CUDA device: flashcore needs an NVIDIA GPU (sm_80 or newer)");
+    }
+    if (previous_ != device) {
+      if (const cudaError_t err = cudaSetDevice(device); err != cudaSuccess) {
+        cudaGetLastError();
+        throw std::runtime_error(std::string("cannot make cuda:") + std::to_string(device) +
+                                 " current: " + cudaGetErrorString(err));
+      }
+      restore_ = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (restore_) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool restore_ = false;
+};
+
+// Returns the provider that ran. Raises TypeError for dtypes, ValueError for every other bad
+// argument (before anything is launched) and RuntimeError for CUDA failures.
+std::string attention(const Array& q, const Array& k, const Array& v, const MutableArray& out,
+                      std::optional<MutableArray> lse, float softmax_scale, bool causal,
+                      int64_t window_left, int64_t window_right, float softcap,
+                      const std::string& backend, std::uintptr_t stream) {
+  const flashcore::Backend chosen = backend_from(backend);
+  constexpr const char* kLayout = "[batch, seqlen, heads, head_dim] (BSHD; pass BHSD through strides)";
+  check_rank("q", q, 4, kLayout);
+  check_rank("k", k, 4, kLayout);
+  check_rank("v", v, 4, kLayout);
+  check_rank("out", out, 4, kLayout);
+
+  const nb::dlpack::dtype dtype = q.dtype();
+  const bool fp16 = is_dtype(dtype, nb::dlpack::dtype_code::Float, 16);
+  if (!fp16 && !is_dtype(dtype, nb::dlpack::dtype_code::Bfloat, 16)) {
+    throw nb::type_error(("q has dtype " + dtype_name(dtype) +
+                          "; flashcore takes float16 or bfloat16 (cast with .half() or .bfloat16())")
+                             .c_str());
+  }
+  const std::pair<const char*, nb::dlpack::dtype> others[] = {
+      {"k", k.dtype()}, {"v", v.dtype()}, {"out", out.dtype()}};
+  for (const auto& [name, other] : others) {
+    if (other != dtype) {
+      throw nb::type_error((std::string(name) + " has dtype " + dtype_name(other) + " but q has " +
+                            dtype_name(dtype) + "; q, k, v and out must share one dtype")
+                               .c_str());
+    }
+  }
+
+  const int64_t batch = dim(q, 0), seqlen_q = dim(q, 1), heads_q = dim(q, 2), head_dim = dim(q, 3);
+  const int64_t seqlen_k = dim(k, 1), heads_kv = dim(k, 2);
+  const auto mismatch = [](const std::string& what) { throw nb::value_error(what.c_str()); };
+  if (dim(k, 0) != batch || dim(v, 0) != batch) {
+    mismatch("batch sizes differ: q " + shape_string(q) + ", k " + shape_string(k) + ", v " +
+             shape_string(v) + "; q, k and v must have the same batch");
+  }
+  if (dim(k, 3) != head_dim || dim(v, 3) != head_dim) {
+    mismatch("head_dim differs: q " + shape_string(q) + ", k " + shape_string(k) + ", v " +
+             shape_string(v) + "; q, k and v must have the same last dim");
+  }
+  if (dim(v, 1) != seqlen_k || dim(v, 2) != heads_kv) {
+    mismatch("k " + shape_string(k) + " and v " + shape_string(v) +
+             " must have the same shape [batch, seqlen_k, heads_kv, head_dim]");
+  }
+  if (heads_kv == 0 || heads_q % heads_kv != 0) {
+    mismatch("q has " + std::to_string(heads_q) + " heads and k, v have " +
+             std::to_string(heads_kv) +
+             "; the heads of q must be a multiple of the heads of k and v (GQA/MQA)");
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    if (out.shape(i) != q.shape(i)) {
+      mismatch("out has shape " + shape_string(out) + " but q has " + shape_string(q) +
+               "; out must have the shape of q");
+    }
+  }
+  check_last_dim_contiguous("q", q);
+  check_last_dim_contiguous("k", k);
+  check_last_dim_contiguous("v", v);
+  check_last_dim_contiguous("out", out);
+  if (lse) {
+    const MutableArray& l = *lse;
+    check_rank("lse", l, 3, "[batch, heads_q, seqlen_q]");
+    if (!is_dtype(l.dtype(), nb::dlpack::dtype_code::Float, 32)) {
+      throw nb::type_error(("lse has dtype " + dtype_name(l.dtype()) + "; it must be float32").c_str());
+    }
+    if (dim(l, 0) != batch || dim(l, 1) != heads_q || dim(l, 2) != seqlen_q) {
+      mismatch("lse has shape " + shape_string(l) + "; it must be (" + std::to_string(batch) + ", " +
+               std::to_string(heads_q) + ", " + std::to_string(seqlen_q) +
+               ") = [batch, heads_q, seqlen_q]");
+    }
+    const bool contiguous = (seqlen_q == 1 || l.stride(2) == 1) &&
+                            (heads_q == 1 || l.stride(1) == seqlen_q) &&
+                            (batch == 1 || l.stride(0) == heads_q * seqlen_q);
+    if (!contiguous) mismatch("lse must be contiguous");
+  }
+
+  const int device = q.device_id();
+  check_device("q", q, device);
+  check_device("k", k, device);
+  check_device("v", v, device);
+  check_device("out", out, device);
+  if (lse) check_device("lse", *lse, device);
+
+  flashcore::AttentionParams params;
+  params.batch = batch;
+  params.seqlen_q = seqlen_q;
+  params.seqlen_k = seqlen_k;
+  params.heads_q = heads_q;
+  params.heads_kv = heads_kv;
+  params.head_dim = head_dim;
+  const flashcore::DType type = fp16 ? flashcore::DType::kFloat16 : flashcore::DType::kBFloat16;
+  params.q = {q.data(), type, strides_of(q)};
+  params.k = {k.data(), type, strides_of(k)};
+  params.v = {v.data(), type, strides_of(v)};
+  params.o = {out.data(), type, strides_of(out)};
+  params.lse = lse ? static_cast<float*>(lse->data()) : nullptr;
+  params.softmax_scale = softmax_scale;
+  params.causal = causal;
+  params.window_left = window_left;
+  params.window_right = window_right;
+  params.softcap = softcap;
+  params.backend = chosen;
+  params.stream = reinterpret_cast<cudaStream_t>(stream);
+
+  flashcore::RunInfo info;
+  flashcore::Status status;
+  {
+    // run() only validates and enqueues (no synchronization), but it goes through the CUDA driver
+    // and its locks; other Python threads need not wait for that.
+    nb::gil_scoped_release release;
+    DeviceGuard guard(device);
+    status = flashcore::run(params, &info);
+  }
+  raise_status(status);
+  return info.provider;
+}
+
+}  // namespace
+
+NB_MODULE(_flashcore, m) {
+  m.doc() = "flashcore native extension: fused attention over DLPack arrays";
+  m.def("attention", &attention, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), "softmax_scale"_a,
+        "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a, "stream"_a,
+        "Runs attention into out (and lse) on the given CUDA stream; returns the provider.");
+  m.def("providers", &provider_names, "Names of the backends compiled into this build.");
+}
