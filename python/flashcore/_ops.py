@@ -16,6 +16,13 @@ def _lse_shape(q):
     return (q.shape[0], q.shape[2], q.shape[1])
 
 
+def _workspace(q, k, v, out, lse, softmax_scale, causal, window, softcap, backend):
+    """The workspace from torch's caching allocator (stream-ordered on the current stream), or
+    None when the chosen kernel needs none."""
+    size = _core.workspace_size(q, k, v, out, lse, softmax_scale, causal, window, softcap, backend)
+    return torch.empty(size, dtype=torch.uint8, device=q.device) if size else None
+
+
 def _current_stream(q):
     return torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else 0
 
@@ -38,18 +45,11 @@ def attention_op(
     """
     lse = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    window = (window_left, window_right)
+    workspace = _workspace(q, k, v, out, lse, softmax_scale, causal, window, softcap, backend)
     _core.run(
-        q,
-        k,
-        v,
-        out,
-        lse,
-        softmax_scale,
-        causal,
-        (window_left, window_right),
-        softcap,
-        backend,
-        _current_stream(q),
+        q, k, v, out, lse, softmax_scale, causal, window, softcap, backend, _current_stream(q),
+        workspace,
     )
     return out, lse
 
@@ -93,17 +93,15 @@ def attention(
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     if return_lse and lse_out is None:
         lse_out = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
+    q, k, v, out = q.detach(), k.detach(), v.detach(), out.detach()
+    lse = lse_out.detach() if return_lse else None
+    workspace = _workspace(q, k, v, out, lse, softmax_scale, causal, window, softcap, backend)
+    if stream is None:
+        stream = _current_stream(q)
+    elif workspace is not None:
+        # Allocated on the current stream but used on `stream`: keep it from being reused early.
+        workspace.record_stream(torch.cuda.ExternalStream(int(stream), device=q.device))
     _core.run(
-        q.detach(),
-        k.detach(),
-        v.detach(),
-        out.detach(),
-        lse_out.detach() if return_lse else None,
-        softmax_scale,
-        causal,
-        window,
-        softcap,
-        backend,
-        _current_stream(q) if stream is None else int(stream),
+        q, k, v, out, lse, softmax_scale, causal, window, softcap, backend, int(stream), workspace
     )
     return (out, lse_out) if return_lse else out

@@ -128,13 +128,8 @@ flashcore::Strides strides_of(const A& a) {
 }
 
 std::vector<std::string> provider_names() {
-  // Backend is an enum class over int and backend_name() answers "unknown" for values without a
-  // registered kernel, so walking a generous range lists exactly the backends of this build.
   std::vector<std::string> names;
-  for (int value = 1; value < 64; ++value) {
-    const char* name = flashcore::backend_name(static_cast<flashcore::Backend>(value));
-    if (std::strcmp(name, "unknown") != 0) names.emplace_back(name);
-  }
+  for (flashcore::Backend backend : flashcore::backends()) names.emplace_back(flashcore::backend_name(backend));
   return names;
 }
 
@@ -190,10 +185,12 @@ class DeviceGuard {
 
 // Returns the provider that ran. Raises TypeError for dtypes, ValueError for every other bad
 // argument (before anything is launched) and RuntimeError for CUDA failures.
-std::string attention(const Array& q, const Array& k, const Array& v, const MutableArray& out,
-                      std::optional<MutableArray> lse, float softmax_scale, bool causal,
-                      int64_t window_left, int64_t window_right, float softcap,
-                      const std::string& backend, std::uintptr_t stream) {
+// Checks what only the array objects know and builds the params (device current = *device).
+flashcore::AttentionParams make_params(const Array& q, const Array& k, const Array& v,
+                                       const MutableArray& out, const std::optional<MutableArray>& lse,
+                                       float softmax_scale, bool causal, int64_t window_left,
+                                       int64_t window_right, float softcap, const std::string& backend,
+                                       std::uintptr_t stream, int* device_out) {
   const flashcore::Backend chosen = backend_from(backend);
   constexpr const char* kLayout = "[batch, seqlen, heads, head_dim] (BSHD; pass BHSD through strides)";
   check_rank("q", q, 4, kLayout);
@@ -292,7 +289,48 @@ std::string attention(const Array& q, const Array& k, const Array& v, const Muta
   params.softcap = softcap;
   params.backend = chosen;
   params.stream = reinterpret_cast<cudaStream_t>(stream);
+  *device_out = device;
+  return params;
+}
 
+// Bytes of workspace the chosen backend needs (0 for the fused kernels without split-KV). The
+// caller allocates it with its framework's caching allocator: run() would otherwise allocate it
+// with cudaMallocAsync, whose pool returns the memory at every synchronization.
+size_t workspace_size(const Array& q, const Array& k, const Array& v, const MutableArray& out,
+                      std::optional<MutableArray> lse, float softmax_scale, bool causal,
+                      int64_t window_left, int64_t window_right, float softcap,
+                      const std::string& backend) {
+  int device = 0;
+  const flashcore::AttentionParams params = make_params(
+      q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap, backend, 0, &device);
+  flashcore::Status status;
+  size_t bytes = 0;
+  {
+    nb::gil_scoped_release release;
+    DeviceGuard guard(device);
+    status = flashcore::can_implement(params);
+    if (status.ok()) bytes = flashcore::workspace_size(params);
+  }
+  raise_status(status);
+  return bytes;
+}
+
+// Returns the provider that ran. Raises TypeError for dtypes, ValueError for every other bad
+// argument (before anything is launched) and RuntimeError for CUDA failures.
+std::string attention(const Array& q, const Array& k, const Array& v, const MutableArray& out,
+                      std::optional<MutableArray> lse, float softmax_scale, bool causal,
+                      int64_t window_left, int64_t window_right, float softcap,
+                      const std::string& backend, std::uintptr_t stream,
+                      std::optional<MutableArray> workspace) {
+  int device = 0;
+  flashcore::AttentionParams params =
+      make_params(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
+                  backend, stream, &device);
+  if (workspace) {
+    check_device("workspace", *workspace, device);
+    params.workspace = workspace->data();
+    params.workspace_bytes = workspace->nbytes();
+  }
   flashcore::RunInfo info;
   flashcore::Status status;
   {
@@ -312,6 +350,10 @@ NB_MODULE(_flashcore, m) {
   m.doc() = "flashcore native extension: fused attention over DLPack arrays";
   m.def("attention", &attention, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), "softmax_scale"_a,
         "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a, "stream"_a,
+        "workspace"_a.none() = nb::none(),
         "Runs attention into out (and lse) on the given CUDA stream; returns the provider.");
+  m.def("workspace_size", &workspace_size, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(),
+        "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a,
+        "Bytes of device workspace attention() needs for these arguments.");
   m.def("providers", &provider_names, "Names of the backends compiled into this build.");
 }

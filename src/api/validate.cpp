@@ -7,7 +7,8 @@
 #include <array>
 #include <cmath>
 #include <mutex>
-#include <sstream>
+#include <cstdio>
+#include <string>
 
 #include "common/problem.hpp"
 
@@ -22,11 +23,21 @@ constexpr int64_t kMaxHeadDim = 256;
 
 Status invalid(const std::string& message) { return {StatusCode::kInvalidArgument, message}; }
 
+// Messages are built without iostreams: inside a host process that loads another libstdc++ (torch,
+// through the Python binding) formatting numbers with std::ostream crashed in the locale facets.
+std::string text(const char* part) { return part; }
+std::string text(const std::string& part) { return part; }
+std::string text(int64_t part) { return std::to_string(part); }
+std::string text(int part) { return std::to_string(part); }
+std::string text(double part) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%g", part);
+  return buffer;
+}
+
 template <typename... Parts>
 std::string cat(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
+  return (std::string() + ... + text(parts));
 }
 
 const char* dtype_name(DType dtype) { return dtype == DType::kFloat16 ? "fp16" : "bf16"; }
