@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "json.hpp"
 #include "parity.hpp"
@@ -76,6 +80,8 @@ RunRecord sample_record() {
   record.knobs = {{"FLASHCORE_WINDOW", "1024"}};
   record.gemm_tflops = 800;
   record.gemm_problem = "cublasGemmEx bf16 8192^3";
+  record.copy_gbps = 3000;
+  record.copy_problem = "cudaMemcpyAsync device to device, 1024 MiB";
   record.results = {sample_result("labs/flashattention", "baseline_flashattention", "baseline", 100),
                     sample_result("labs/flashattention", "optimized_flashattention", "optimized", 20),
                     sample_result("peers/cudnn", "cudnn_sdpa", "peer", 10)};
@@ -84,7 +90,7 @@ RunRecord sample_record() {
   skipped.reason = "backend 'wmma' is not built";
   skipped.timing.reset();
   record.results.push_back(skipped);
-  derive_metrics(&record.results, record.gemm_tflops);
+  derive_metrics(&record.results, record.gemm_tflops, record.copy_gbps);
   return record;
 }
 
@@ -93,12 +99,16 @@ TEST(ResultsSchema, HasVersionEnvironmentAndEveryResultField) {
   EXPECT_EQ(j.string_or("schema", ""), kResultsSchema);
   EXPECT_EQ(j.number_or("schema_version", 0), kResultsSchemaVersion);
   for (const char* key : {"created_utc", "profile", "git_commit", "environment", "knobs",
-                          "gemm_ceiling", "results", "expectations"}) {
+                          "gemm_ceiling", "copy_ceiling", "results", "expectations"}) {
     EXPECT_NE(j.find(key), nullptr) << key;
   }
+  EXPECT_EQ(j.find("gemm_ceiling")->number_or("tflops", 0), 800);
+  EXPECT_EQ(j.find("copy_ceiling")->number_or("gbps", 0), 3000);
+  EXPECT_NE(j.find("copy_ceiling")->string_or("problem", ""), "");
   const Json& first = j.find("results")->items()[1];
   for (const char* key : {"target", "provider", "status", "case", "parity", "timing", "tflops",
-                          "gbps", "pct_of_gemm_ceiling", "speedup_vs_baseline", "ratio_vs_cudnn"}) {
+                          "gbps", "pct_of_gemm_ceiling", "pct_of_copy_ceiling",
+                          "speedup_vs_baseline", "ratio_vs_cudnn"}) {
     EXPECT_NE(first.find(key), nullptr) << key;
   }
   for (const char* key : {"min_us", "p50_us", "p90_us", "mean_us", "stdev_us", "samples"}) {
@@ -107,6 +117,22 @@ TEST(ResultsSchema, HasVersionEnvironmentAndEveryResultField) {
   EXPECT_NEAR(first.number_or("speedup_vs_baseline", 0), 5.0, 1e-9);
   EXPECT_NEAR(first.number_or("ratio_vs_cudnn", 0), 0.5, 1e-9);
   EXPECT_EQ(j.find("results")->items()[3].string_or("status", ""), "SKIPPED");
+}
+
+TEST(ResultsSchema, PercentagesAreOfTheCeilingsMeasuredInTheRun) {
+  const RunRecord record = sample_record();
+  const Result& r = record.results[1];
+  ASSERT_TRUE(r.tflops && r.gbps && r.pct_of_gemm_ceiling && r.pct_of_copy_ceiling);
+  EXPECT_NEAR(*r.pct_of_gemm_ceiling, 100.0 * *r.tflops / 800, 1e-9);
+  // GB/s counts Q, K, V read and O written once, like the copy's bytes read plus written.
+  EXPECT_NEAR(*r.gbps, r.c.min_bytes() / (r.timing->p50_us * 1e-6) / 1e9, 1e-9);
+  EXPECT_NEAR(*r.pct_of_copy_ceiling, 100.0 * *r.gbps / 3000, 1e-9);
+  // A ceiling that was not measured leaves its percentage out, not zero or infinite.
+  std::vector<Result> results = record.results;
+  for (Result& x : results) x.pct_of_gemm_ceiling = x.pct_of_copy_ceiling = std::nullopt;
+  derive_metrics(&results, 800, 0);
+  EXPECT_TRUE(results[1].pct_of_gemm_ceiling.has_value());
+  EXPECT_FALSE(results[1].pct_of_copy_ceiling.has_value());
 }
 
 TEST(ResultsSchema, RoundTripsThroughFromJson) {
@@ -118,6 +144,41 @@ TEST(ResultsSchema, RoundTripsThroughFromJson) {
   ASSERT_TRUE(from_json(parsed, &back, &error)) << error;
   ASSERT_EQ(back.results.size(), record.results.size());
   EXPECT_EQ(to_json(back).dump(), to_json(record).dump());
+}
+
+// Version-1 files written before the copy ceiling existed have neither copy_ceiling nor
+// pct_of_copy_ceiling; they still load, with the copy ceiling read as not measured.
+TEST(ResultsSchema, ReadsVersion1FilesWithoutTheCopyCeiling) {
+  const Json full = to_json(sample_record());
+  Json old = Json::object();
+  for (const auto& [key, value] : full.members()) {
+    if (key == "copy_ceiling") continue;
+    if (key != "results") {
+      old.set(key, value);
+      continue;
+    }
+    Json results = Json::array();
+    for (const Json& r : value.items()) {
+      Json stripped = Json::object();
+      for (const auto& [k, v] : r.members()) {
+        if (k != "pct_of_copy_ceiling") stripped.set(k, v);
+      }
+      results.push(stripped);
+    }
+    old.set(key, results);
+  }
+  ASSERT_EQ(old.dump().find("copy"), std::string::npos);
+  RunRecord back;
+  std::string error;
+  ASSERT_TRUE(from_json(old, &back, &error)) << error;
+  EXPECT_EQ(back.copy_gbps, 0);
+  EXPECT_EQ(back.gemm_tflops, 800);
+  ASSERT_EQ(back.results.size(), 4u);
+  EXPECT_FALSE(back.results[1].pct_of_copy_ceiling.has_value());
+  EXPECT_TRUE(back.results[1].pct_of_gemm_ceiling.has_value());
+  const std::string md = render_markdown(back);
+  EXPECT_EQ(md.find("- copy ceiling"), std::string::npos);
+  EXPECT_NE(md.find("% copy"), std::string::npos);
 }
 
 TEST(ResultsSchema, RejectsOtherSchemasAndVersions) {
@@ -141,6 +202,35 @@ TEST(Reports, MarkdownHasTablesJourneyAndVerdict) {
   EXPECT_NE(md.find("5.00x"), std::string::npos);
   EXPECT_NE(md.find("**FAIL**"), std::string::npos);
   EXPECT_NE(md.find("**SKIPPED**"), std::string::npos);
+  EXPECT_NE(md.find("- GEMM ceiling (% GEMM below): 800.0 TFLOP/s"), std::string::npos);
+  EXPECT_NE(md.find("- copy ceiling (% copy below): 3000 GB/s"), std::string::npos);
+}
+
+// Every table row has as many cells as its header, and "% copy" sits right after "% GEMM".
+TEST(Reports, MarkdownTablesHaveTheCopyColumnNextToGemm) {
+  const std::string md = render_markdown(sample_record());
+  std::istringstream lines(md);
+  size_t header_cells = 0, tables = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("|", 0) != 0) {
+      header_cells = 0;
+      continue;
+    }
+    const size_t cells = static_cast<size_t>(std::count(line.begin(), line.end(), '|'));
+    if (header_cells == 0) {
+      header_cells = cells;
+      ++tables;
+      EXPECT_NE(line.find("| % GEMM | % copy |"), std::string::npos) << line;
+    } else {
+      EXPECT_EQ(cells, header_cells) << line;
+    }
+  }
+  EXPECT_EQ(tables, 6u);  // a comparison and a journey table per chapter
+  char cell[64];
+  const Result& r = sample_record().results[1];
+  std::snprintf(cell, sizeof(cell), "| %.1f | %.1f |", *r.pct_of_gemm_ceiling,
+                *r.pct_of_copy_ceiling);
+  EXPECT_NE(md.find(cell), std::string::npos) << cell;
 }
 
 TEST(Reports, SvgHasOnePanelPerHeadDim) {
@@ -149,11 +239,17 @@ TEST(Reports, SvgHasOnePanelPerHeadDim) {
   other.c.head_dim = 128;
   other.c.seqlen_q = other.c.seqlen_k = 4096;
   record.results.push_back(other);
-  derive_metrics(&record.results, record.gemm_tflops);
+  Result decode = record.results[1];
+  decode.c.head_dim = 256;
+  decode.c.seqlen_q = 1;
+  decode.c.seqlen_k = 4096;
+  record.results.push_back(decode);
+  derive_metrics(&record.results, record.gemm_tflops, record.copy_gbps);
   const std::string svg = render_svg(record.results);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("head dim 64"), std::string::npos);
   EXPECT_NE(svg.find("head dim 128"), std::string::npos);
+  EXPECT_EQ(svg.find("head dim 256"), std::string::npos) << "decode is not on a seqlen axis";
   EXPECT_NE(svg.find("polyline"), std::string::npos);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
 }

@@ -1,10 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 #include <string>
 
 #include "cli.hpp"
+#include "parity.hpp"
 #include "targets.hpp"
 
 namespace flashcore::bench {
@@ -80,6 +82,24 @@ TEST(Targets, FullProfileIsTheFa3Grid) {
 TEST(Targets, FlashcoreJourneyStartsAtTheCanonicalShape) {
   const Case c = find_chapter("flashcore")->cases(Profile::kMinimal).front();
   EXPECT_EQ(c.label(), "B1_H8_S512_D64_fp16");
+}
+
+// Decode is measured in every flashcore run so that its % copy (the decode bar) is always there.
+TEST(Targets, FlashcoreMeasuresDecodeInBothProfiles) {
+  for (const Profile profile : {Profile::kMinimal, Profile::kFull}) {
+    const std::vector<Case> cases = find_chapter("flashcore")->cases(profile);
+    const auto decode = std::find_if(cases.begin(), cases.end(),
+                                     [](const Case& c) { return c.seqlen_q == 1; });
+    ASSERT_NE(decode, cases.end()) << profile_name(profile);
+    EXPECT_EQ(decode->label(), "B64_H32_S1_Sk4096_D128_fp16");
+    EXPECT_EQ(std::count_if(cases.begin(), cases.end(),
+                            [](const Case& c) { return c.seqlen_q == 1; }),
+              1);
+    // 4.3 GFLOP: above the CPU reference's limit, so the parity gate uses the GPU oracle.
+    EXPECT_GT(decode->flops(), kCpuReferenceMaxFlops);
+    const double q_or_o = 2.0 * 64 * 1 * 32 * 128, k_or_v = 2.0 * 64 * 4096 * 32 * 128;
+    EXPECT_DOUBLE_EQ(decode->min_bytes(), 2 * q_or_o + 2 * k_or_v);
+  }
 }
 
 TEST(Targets, FlexWorkloadsForceTheirMask) {

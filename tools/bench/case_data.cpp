@@ -22,35 +22,12 @@ constexpr int kMaxSets = 64;
 // Leave this fraction of free memory for workspaces (the unfused path materializes the scores).
 constexpr double kMaxFreeFractionForSets = 0.25;
 
-// splitmix64: fast, well-mixed, and deterministic for a given case label.
+// splitmix64: fast, well-mixed, and deterministic for a given seed.
 uint64_t next_random(uint64_t* state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
-}
-
-// Uniform in [-1, 1) rounded to the storage type; `exact` receives the rounded value so that the
-// reference sees exactly what the kernels read.
-void fill_random(DType dtype, uint64_t seed, size_t n, std::vector<uint16_t>* bits,
-                 std::vector<double>* exact) {
-  bits->resize(n);
-  if (exact != nullptr) exact->resize(n);
-  uint64_t state = seed;
-  for (size_t i = 0; i < n; ++i) {
-    const float x = static_cast<float>(static_cast<double>(next_random(&state) >> 11) * 0x1.0p-52 - 1.0);
-    float rounded;
-    if (dtype == DType::kFloat16) {
-      const __half h = __float2half_rn(x);
-      std::memcpy(&(*bits)[i], &h, 2);
-      rounded = __half2float(h);
-    } else {
-      const __nv_bfloat16 h = __float2bfloat16_rn(x);
-      std::memcpy(&(*bits)[i], &h, 2);
-      rounded = __bfloat162float(h);
-    }
-    if (exact != nullptr) (*exact)[i] = rounded;
-  }
 }
 
 float to_float(DType dtype, uint16_t bits) {
@@ -72,6 +49,27 @@ bool cuda_ok(cudaError_t err, const std::string& what, std::string* error) {
 }
 
 }  // namespace
+
+void fill_random(DType dtype, uint64_t seed, size_t n, std::vector<uint16_t>* bits,
+                 std::vector<double>* exact) {
+  bits->resize(n);
+  if (exact != nullptr) exact->resize(n);
+  uint64_t state = seed;
+  for (size_t i = 0; i < n; ++i) {
+    const float x = static_cast<float>(static_cast<double>(next_random(&state) >> 11) * 0x1.0p-52 - 1.0);
+    float rounded;
+    if (dtype == DType::kFloat16) {
+      const __half h = __float2half_rn(x);
+      std::memcpy(&(*bits)[i], &h, 2);
+      rounded = __half2float(h);
+    } else {
+      const __nv_bfloat16 h = __float2bfloat16_rn(x);
+      std::memcpy(&(*bits)[i], &h, 2);
+      rounded = __bfloat162float(h);
+    }
+    if (exact != nullptr) (*exact)[i] = rounded;
+  }
+}
 
 CaseData::~CaseData() { release(); }
 

@@ -5,17 +5,23 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "flashcore/attention.hpp"
 #include "model.hpp"
+#include "parity.hpp"
 
 namespace flashcore::bench {
 
-// Problems up to this many FLOPs are checked against the float64 CPU reference (about a second on
-// one core); larger ones against the fp32 GPU oracle.
-inline constexpr double kCpuReferenceMaxFlops = 1.1e9;
+// Uniform values in [-1, 1) rounded to `dtype`, as 16-bit patterns, deterministic for a seed (the
+// cases seed it with their label). `exact`, when not null, receives the rounded values so that a
+// CPU reference sees exactly what the kernels read. The ceilings fill their inputs with it too:
+// the lab never times on zeros.
+void fill_random(DType dtype, uint64_t seed, size_t n, std::vector<uint16_t>* bits,
+                 std::vector<double>* exact);
 
 class CaseData {
  public:

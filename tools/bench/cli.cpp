@@ -358,7 +358,8 @@ Commands:
   run            run targets: parity gate (each target checked against the float64 CPU reference
                  for small shapes or the fp32 GPU oracle for large ones; a failing target is
                  FAILED and not timed), then CUDA-event timing; every case also runs the cuDNN
-                 peer (peers/cudnn) and a bf16 cuBLAS GEMM ceiling in the same run
+                 peer (peers/cudnn), and the run measures a bf16 cuBLAS GEMM ceiling (% GEMM)
+                 and a device-to-device copy ceiling (% copy) once, on random data
   check          check an earlier run's results.json against expectations (no GPU needed)
 
 Options:

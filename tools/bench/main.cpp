@@ -133,7 +133,7 @@ int run_targets(const Options& options, const Knobs& knobs, const std::string& c
   if (!run_lab(options, knobs, &record, &error)) {
     return fail(error.rfind("no CUDA device", 0) == 0 ? kExitNoDevice : kExitFailed, error);
   }
-  derive_metrics(&record.results, record.gemm_tflops);
+  derive_metrics(&record.results, record.gemm_tflops, record.copy_gbps);
   if (options.check_expectations && !check_record(options, &record, &error)) {
     return fail(kExitUsage, error);
   }

@@ -96,7 +96,7 @@ Summary summarize(std::vector<double> samples_us) {
   return s;
 }
 
-void derive_metrics(std::vector<Result>* results, double gemm_tflops) {
+void derive_metrics(std::vector<Result>* results, double gemm_tflops, double copy_gbps) {
   auto find_p50 = [&](const std::string& chapter, const std::string& role,
                       const std::string& label) -> std::optional<double> {
     for (const Result& r : *results) {
@@ -112,6 +112,7 @@ void derive_metrics(std::vector<Result>* results, double gemm_tflops) {
     r.tflops = r.c.flops() / seconds / 1e12;
     r.gbps = r.c.min_bytes() / seconds / 1e9;
     if (gemm_tflops > 0) r.pct_of_gemm_ceiling = 100.0 * *r.tflops / gemm_tflops;
+    if (copy_gbps > 0) r.pct_of_copy_ceiling = 100.0 * *r.gbps / copy_gbps;
     const std::string label = r.c.label();
     if (const auto base = find_p50(r.chapter, "baseline", label)) {
       r.speedup_vs_baseline = *base / r.timing->p50_us;

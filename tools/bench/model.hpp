@@ -68,17 +68,19 @@ struct Result {
   Case c;
   std::optional<Parity> parity;
   std::optional<Summary> timing;
-  // Derived from timing.p50_us (see derive_metrics); absent when not timed.
-  std::optional<double> tflops, gbps, pct_of_gemm_ceiling;
+  // Derived from timing.p50_us (see derive_metrics); absent when not timed, and the percentages
+  // also when their ceiling was not measured (or the results file predates it).
+  std::optional<double> tflops, gbps, pct_of_gemm_ceiling, pct_of_copy_ceiling;
   std::optional<double> speedup_vs_baseline;  // baseline p50 / this p50 at the same case
   std::optional<double> ratio_vs_cudnn;       // cuDNN p50 / this p50 (> 1: faster than cuDNN)
 
   std::string target() const { return chapter + ":" + workload; }
 };
 
-// Fills tflops, gbps, pct_of_gemm_ceiling, speedup_vs_baseline and ratio_vs_cudnn of every timed
-// result. A chapter's baseline is its result with role "baseline" at the same case label; the cuDNN
-// reference is the "peer" result at the same label. gemm_tflops <= 0 leaves the percentage out.
-void derive_metrics(std::vector<Result>* results, double gemm_tflops);
+// Fills tflops, gbps, pct_of_gemm_ceiling, pct_of_copy_ceiling, speedup_vs_baseline and
+// ratio_vs_cudnn of every timed result. A chapter's baseline is its result with role "baseline" at
+// the same case label; the cuDNN reference is the "peer" result at the same label. A ceiling <= 0
+// (not measured) leaves its percentage out.
+void derive_metrics(std::vector<Result>* results, double gemm_tflops, double copy_gbps);
 
 }  // namespace flashcore::bench

@@ -1,4 +1,5 @@
-// The parity gate's verdict: relative L2 error against the reference, and no NaN/Inf.
+// The parity gate: which reference a problem is checked against, and the verdict (relative L2
+// error against it, and no NaN/Inf).
 #pragma once
 
 #include <cstddef>
@@ -7,6 +8,10 @@
 #include "model.hpp"
 
 namespace flashcore::bench {
+
+// Problems up to this many FLOPs are checked against the float64 CPU reference (about a second on
+// one core); larger ones against the fp32 GPU oracle.
+inline constexpr double kCpuReferenceMaxFlops = 1.1e9;
 
 // Tolerance on relative L2 error: 5e-3 for fp16, 1e-2 for bf16 (one fewer mantissa bits' worth of
 // rounding of P and O).

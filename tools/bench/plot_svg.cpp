@@ -55,6 +55,9 @@ std::string render_svg(const std::vector<Result>& results) {
   int64_t s_min = 0, s_max = 0;
   for (const Result& r : results) {
     if (r.outcome != Outcome::kOk || !r.tflops) continue;
+    // The x axis is one sequence length, so only square problems belong; decode (Sq != Sk) is
+    // memory-bound and is read by its % copy in report.md instead.
+    if (r.c.seqlen_q != r.c.seqlen_k) continue;
     const std::string name = series_name(r);
     if (std::find(series_order.begin(), series_order.end(), name) == series_order.end()) {
       series_order.push_back(name);

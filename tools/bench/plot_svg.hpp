@@ -1,5 +1,6 @@
 // tflops.svg: TFLOP/s vs sequence length, one line per provider (and mask), one panel per head
-// dim. Drawn directly as SVG so the lab needs no plotting stack.
+// dim, for square problems (Sq = Sk; decode is left to report.md). Drawn directly as SVG so the
+// lab needs no plotting stack.
 #pragma once
 
 #include <string>

@@ -67,6 +67,7 @@ Json result_to_json(const Result& r) {
   j.set("tflops", optional_number(r.tflops));
   j.set("gbps", optional_number(r.gbps));
   j.set("pct_of_gemm_ceiling", optional_number(r.pct_of_gemm_ceiling));
+  j.set("pct_of_copy_ceiling", optional_number(r.pct_of_copy_ceiling));
   j.set("speedup_vs_baseline", optional_number(r.speedup_vs_baseline));
   j.set("ratio_vs_cudnn", optional_number(r.ratio_vs_cudnn));
   return j;
@@ -145,6 +146,7 @@ bool result_from_json(const Json& j, Result* r, std::string* error) {
   r->tflops = read_optional(j, "tflops");
   r->gbps = read_optional(j, "gbps");
   r->pct_of_gemm_ceiling = read_optional(j, "pct_of_gemm_ceiling");
+  r->pct_of_copy_ceiling = read_optional(j, "pct_of_copy_ceiling");
   r->speedup_vs_baseline = read_optional(j, "speedup_vs_baseline");
   r->ratio_vs_cudnn = read_optional(j, "ratio_vs_cudnn");
   return true;
@@ -166,6 +168,10 @@ Json to_json(const RunRecord& record) {
   gemm.set("problem", record.gemm_problem);
   gemm.set("tflops", record.gemm_tflops > 0 ? Json(record.gemm_tflops) : Json());
   j.set("gemm_ceiling", gemm);
+  Json copy = Json::object();
+  copy.set("problem", record.copy_problem);
+  copy.set("gbps", record.copy_gbps > 0 ? Json(record.copy_gbps) : Json());
+  j.set("copy_ceiling", copy);
   Json results = Json::array();
   for (const Result& r : record.results) results.push(result_to_json(r));
   j.set("results", results);
@@ -203,6 +209,11 @@ bool from_json(const Json& j, RunRecord* record, std::string* error) {
   if (const Json* gemm = j.find("gemm_ceiling"); gemm != nullptr) {
     record->gemm_tflops = gemm->number_or("tflops", 0);
     record->gemm_problem = gemm->string_or("problem", "");
+  }
+  // Files written before the copy ceiling existed have none: read as not measured.
+  if (const Json* copy = j.find("copy_ceiling"); copy != nullptr) {
+    record->copy_gbps = copy->number_or("gbps", 0);
+    record->copy_problem = copy->string_or("problem", "");
   }
   const Json* results = j.find("results");
   if (results == nullptr || !results->is_array()) {

@@ -11,7 +11,8 @@
 
 namespace flashcore::bench {
 
-// Bump when a field changes meaning or is removed; adding fields keeps the version.
+// Bump when a field changes meaning or is removed; adding fields keeps the version, and the reader
+// treats a field added later (copy_ceiling, pct_of_copy_ceiling) as not measured when absent.
 inline constexpr int kResultsSchemaVersion = 1;
 inline constexpr const char* kResultsSchema = "flashcore-bench/results";
 
@@ -25,6 +26,9 @@ struct RunRecord {
   std::vector<std::pair<std::string, std::string>> knobs;
   double gemm_tflops = 0;  // measured cuBLAS bf16 GEMM ceiling; 0 when not measured
   std::string gemm_problem;
+  // Measured device-to-device copy ceiling; 0 when not measured or absent from an older file.
+  double copy_gbps = 0;
+  std::string copy_problem;
   std::vector<Result> results;
   bool expectations_checked = false;
   std::vector<std::string> expectations_files;

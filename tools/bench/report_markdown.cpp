@@ -36,8 +36,8 @@ std::optional<double> p50(const Result& r) {
 void comparison_table(const std::vector<Result>& results, const std::string& chapter,
                       std::ostringstream& out) {
   out << "| target | case | provider | status | parity rel L2 | min us | p50 us | p90 us | "
-         "mean us | stdev us | TFLOP/s | GB/s | % GEMM | vs baseline | vs cuDNN |\n"
-      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+         "mean us | stdev us | TFLOP/s | GB/s | % GEMM | % copy | vs baseline | vs cuDNN |\n"
+      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Result& r : results) {
     if (r.chapter != chapter) continue;
     const std::optional<Summary>& t = r.timing;
@@ -49,8 +49,9 @@ void comparison_table(const std::vector<Result>& results, const std::string& cha
         << num(t ? std::optional<double>(t->mean_us) : std::nullopt, "%.2f") << " | "
         << num(t ? std::optional<double>(t->stdev_us) : std::nullopt, "%.2f") << " | "
         << num(r.tflops, "%.1f") << " | " << num(r.gbps, "%.0f") << " | "
-        << num(r.pct_of_gemm_ceiling, "%.1f") << " | " << num(r.speedup_vs_baseline, "%.2fx")
-        << " | " << num(r.ratio_vs_cudnn, "%.2f") << " |\n";
+        << num(r.pct_of_gemm_ceiling, "%.1f") << " | " << num(r.pct_of_copy_ceiling, "%.1f")
+        << " | " << num(r.speedup_vs_baseline, "%.2fx") << " | " << num(r.ratio_vs_cudnn, "%.2f")
+        << " |\n";
   }
 }
 
@@ -68,13 +69,15 @@ void journey_table(const std::vector<Result>& results, const std::string& chapte
   }
   if (label.empty()) return;
   out << "\nJourney at " << describe << ":\n\n"
-      << "| step | provider | status | p50 us | TFLOP/s | % GEMM | speedup over baseline | vs cuDNN |\n"
-      << "|---|---|---|---|---|---|---|---|\n";
+      << "| step | provider | status | p50 us | TFLOP/s | % GEMM | % copy | speedup over baseline | "
+         "vs cuDNN |\n"
+      << "|---|---|---|---|---|---|---|---|---|\n";
   auto row = [&](const Result& r, const std::string& step) {
     out << "| " << step << " | " << r.provider << " | " << status_cell(r) << " | "
         << num(p50(r), "%.2f") << " | " << num(r.tflops, "%.1f") << " | "
-        << num(r.pct_of_gemm_ceiling, "%.1f") << " | " << num(r.speedup_vs_baseline, "%.2fx")
-        << " | " << num(r.ratio_vs_cudnn, "%.2f") << " |\n";
+        << num(r.pct_of_gemm_ceiling, "%.1f") << " | " << num(r.pct_of_copy_ceiling, "%.1f")
+        << " | " << num(r.speedup_vs_baseline, "%.2fx") << " | " << num(r.ratio_vs_cudnn, "%.2f")
+        << " |\n";
   };
   for (const Result& r : results) {
     if (r.chapter == chapter && r.c.label() == label) row(r, r.workload);
@@ -112,14 +115,20 @@ std::string render_markdown(const RunRecord& record) {
                   record.gemm_problem.c_str());
     out << "- GEMM ceiling (% GEMM below): " << buf << "\n";
   }
+  if (record.copy_gbps > 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "%.0f GB/s (%s)", record.copy_gbps, record.copy_problem.c_str());
+    out << "- copy ceiling (% copy below): " << buf << "\n";
+  }
   if (!record.knobs.empty()) {
     out << "- knobs:";
     for (const auto& [key, value] : record.knobs) out << " `" << key << "=" << value << "`";
     out << "\n";
   }
   out << "\nTimes are per launch (CUDA events; small shapes by CUDA-graph replay). TFLOP/s and "
-         "GB/s use p50; FLOPs = 4*B*Hq*Sq*Sk*D, halved for causal. vs cuDNN = cuDNN p50 / p50 "
-         "(> 1 is faster than cuDNN).\n";
+         "GB/s use p50; FLOPs = 4*B*Hq*Sq*Sk*D, halved for causal; bytes = Q, K, V read and O "
+         "written once. % GEMM = TFLOP/s / GEMM ceiling, % copy = GB/s / copy ceiling. vs cuDNN = "
+         "cuDNN p50 / p50 (> 1 is faster than cuDNN).\n";
 
   std::vector<std::string> chapters_seen;
   for (const Result& r : record.results) {

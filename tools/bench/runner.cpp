@@ -11,7 +11,7 @@
 #include "cudnn_peer.hpp"
 #include "device.hpp"
 #include "flashcore/attention.hpp"
-#include "gemm_ceiling.hpp"
+#include "ceilings.hpp"
 #include "nvtx_range.hpp"
 #include "timer.hpp"
 
@@ -235,6 +235,15 @@ bool run_lab(const Options& options, const Knobs& knobs, RunRecord* record, std:
       std::fprintf(stderr, "flashcore-bench: warning: GEMM ceiling not measured: %s\n",
                    gemm_error.c_str());
       record->gemm_tflops = 0;
+    }
+  }
+  {
+    NvtxRange range("copy_ceiling");
+    std::string copy_error;
+    if (!measure_copy_ceiling(&record->copy_gbps, &record->copy_problem, &copy_error)) {
+      std::fprintf(stderr, "flashcore-bench: warning: copy ceiling not measured: %s\n",
+                   copy_error.c_str());
+      record->copy_gbps = 0;
     }
   }
 

@@ -1,5 +1,5 @@
 // Runs the selected targets on the GPU: per case, shared inputs and reference; per target, the
-// parity gate then timing; the cuDNN peer at every case; the GEMM ceiling once.
+// parity gate then timing; the cuDNN peer at every case; the GEMM and copy ceilings once.
 #pragma once
 
 #include <string>
@@ -9,7 +9,8 @@
 
 namespace flashcore::bench {
 
-// Fills record->environment, gemm and results (in target-table order; metrics not yet derived).
+// Fills record->environment, the ceilings and results (in target-table order; metrics not yet
+// derived).
 // Returns false only when the run cannot go on (no device, CUDA context failure); per-target
 // failures are FAILED or SKIPPED results.
 bool run_lab(const Options& options, const Knobs& knobs, RunRecord* record, std::string* error);
