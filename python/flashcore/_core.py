@@ -1,6 +1,15 @@
-"""The native extension and the per-thread record of which kernel ran. No framework imports."""
+"""The native extension and the per-thread record of which kernel ran. Imports torch first where
+it is installed (see below) and nothing else of a framework."""
 
+import importlib.util
 import threading
+
+# Where torch is installed it is imported before the extension. Both need libcublas.so.13: torch
+# ships its own, the extension was linked against the CUDA toolkit's. Whichever loads first wins
+# the soname, and torch running on the toolkit's cuBLAS crashed (segfault on the H100 machine when
+# `import flashcore` came before `import torch`); the extension runs fine on torch's.
+if importlib.util.find_spec("torch") is not None:
+    import torch  # noqa: F401
 
 try:
     from . import _flashcore as _native

@@ -93,15 +93,13 @@ def attention(
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     if return_lse and lse_out is None:
         lse_out = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
-    q, k, v, out = q.detach(), k.detach(), v.detach(), out.detach()
-    lse = lse_out.detach() if return_lse else None
-    workspace = _workspace(q, k, v, out, lse, softmax_scale, causal, window, softcap, backend)
+    # Detached views go to the extension; the caller gets back the very out/lse_out it passed.
+    args = (q.detach(), k.detach(), v.detach(), out.detach(), lse_out.detach() if return_lse else None)
+    workspace = _workspace(*args, softmax_scale, causal, window, softcap, backend)
     if stream is None:
         stream = _current_stream(q)
     elif workspace is not None:
         # Allocated on the current stream but used on `stream`: keep it from being reused early.
         workspace.record_stream(torch.cuda.ExternalStream(int(stream), device=q.device))
-    _core.run(
-        q, k, v, out, lse, softmax_scale, causal, window, softcap, backend, int(stream), workspace
-    )
+    _core.run(*args, softmax_scale, causal, window, softcap, backend, int(stream), workspace)
     return (out, lse_out) if return_lse else out

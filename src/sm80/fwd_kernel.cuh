@@ -35,7 +35,7 @@ __device__ __forceinline__ KvBlockRange kv_block_range(const FwdParams& p, int r
 }
 
 template <typename Traits>
-__global__ void __launch_bounds__(Traits::kThreads)
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     fwd_kernel(const __grid_constant__ FwdParams p) {
   using Element = typename Traits::Element;
   extern __shared__ __align__(128) char smem[];
@@ -109,12 +109,12 @@ __global__ void __launch_bounds__(Traits::kThreads)
     const int key0 = (range.begin + i) * Traits::kBlockN;
     float s[Traits::kWarpMTiles][Traits::kScoreNTiles][4];
     gemm_qk<Traits>(q_smem, k_smem, warp_row0, lane, s);
+    if (p.prescale) prescale_scores<Traits>(p, s);
     // Interior tiles of the mask (and every tile without one, except the key tail) skip the
     // per-element test.
-    const bool apply_mask =
-        !p.mask.tile_fully_visible(tile.row_begin, tile.row_end, key0, key0 + Traits::kBlockN);
-    scale_and_mask<Traits>(p, tile.row_begin + warp_row0, key0, lane, apply_mask, s);
-    softmax.update(s, o);
+    if (!p.mask.tile_fully_visible(tile.row_begin, tile.row_end, key0, key0 + Traits::kBlockN))
+      mask_scores<Traits>(p, tile.row_begin + warp_row0, key0, lane, s);
+    softmax.update(s, o, p.exp_factor);
     uint32_t probs[Traits::kWarpMTiles][Traits::kBlockN / kMmaK][4];
     pack_probabilities<Traits>(s, probs);
     gemm_pv<Traits>(k_smem + Traits::kKVTileBytes, lane, probs, o);
@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
 
   float inv_sum[Traits::kWarpMTiles][2];
   float lse[Traits::kWarpMTiles][2];
-  softmax.finalize(inv_sum, lse);
+  softmax.finalize(p.exp_factor, inv_sum, lse);
   store_output<Traits>(p, tile, q_smem, warp, lane, o, inv_sum, lse);
 }
 

@@ -28,8 +28,16 @@ struct FwdParams {
 
   WindowMask<int> mask;  // also masks the key tail: visible() requires key < seqlen_k
   float scale;           // softmax scale, used with softcap
-  float scale_log2;      // scale * log2(e): scores go straight to the exp2 domain
+  float scale_log2;      // scale * log2(e)
   Softcap softcap;
+  // How scores reach the softmax. Without softcap (and with a positive scale) they stay raw dot
+  // products: max commutes with a positive scale, so the softmax folds scale * log2(e) into its
+  // one exp2 FFMA per element (exp_factor = scale_log2). Softcap needs the scaled score, and a
+  // scale <= 0 would flip the max, so then prescale is set, the kernel takes the scores to the
+  // log2 domain first, and exp_factor is 1. Host-computed: in the kernel both stay constant-bank
+  // operands instead of taking registers.
+  bool prescale;
+  float exp_factor;
 
   int num_m_blocks;
   int num_splits;      // 1: write O and LSE directly; > 1: write partials for the combine kernel

@@ -15,7 +15,9 @@ inline constexpr int kMmaN = 8;
 inline constexpr int kMmaK = 16;
 inline constexpr int kChunkElems = 8;  // one 16-byte cp.async / ldmatrix row = 8 fp16/bf16
 
-// Per head dim: BLOCK_M query rows per CTA, BLOCK_N keys per pipeline stage, warps, stages.
+// Per head dim: BLOCK_M query rows per CTA, BLOCK_N keys per pipeline stage, warps, stages, and the
+// CTAs per SM the register budget is capped for (__launch_bounds__ min blocks): without a cap
+// ptxas takes up to 255 registers, which for 8 warps leaves one CTA, 8 warps, per SM.
 // Each warp owns BLOCK_M / kWarps consecutive query rows (one or two m16 tiles): two tiles let a
 // K/V fragment read from shared memory feed two MMAs, which is what keeps hd64/hd128 off the
 // shared-memory bandwidth limit; at hd256 the O accumulator (16x256 fp32 = 128 registers per m16
@@ -23,22 +25,25 @@ inline constexpr int kChunkElems = 8;  // one 16-byte cp.async / ldmatrix row = 
 template <int kHeadDim>
 struct TileConfig;
 
-// 16 KiB Q + 3 x 16 KiB K/V stages = 64 KiB: three CTAs per SM on A100 and H100.
+// 16 KiB Q + 3 x 16 KiB K/V stages = 64 KiB: three CTAs per SM by shared memory on A100 and H100;
+// registers (64 O + 64 S accumulators per thread) allow two.
 template <>
 struct TileConfig<64> {
-  static constexpr int kBlockM = 128, kBlockN = 64, kWarps = 4, kStages = 3;
+  static constexpr int kBlockM = 128, kBlockN = 64, kWarps = 4, kStages = 3, kMinCtasPerSm = 2;
 };
-// 32 KiB Q + 2 x 32 KiB K/V = 96 KiB: two CTAs per SM on H100. One m16 tile per warp: with two
-// (4 warps, as FlashAttention-2) the 128 O + 64 S accumulators spilled (ptxas, CUDA 13.0).
+// 32 KiB Q + 2 x 32 KiB K/V = 96 KiB, one CTA (8 warps, as FlashAttention-2 runs) per SM. One
+// m16 tile per warp. Measured alternatives (H100, docs/perf-sm80-notes.md): two CTAs per SM (128
+// registers) spilled load addresses inside the main loop; 4 warps x two m16 tiles with BLOCK_N 32
+// (FlashAttention-2's reuse of each K/V fragment) was only 2.5% faster non-causal, 3% slower
+// causal, and spilled; BLOCK_N 64 with two m16 tiles spilled the 128 O + 64 S accumulators.
 template <>
 struct TileConfig<128> {
-  static constexpr int kBlockM = 128, kBlockN = 64, kWarps = 8, kStages = 2;
+  static constexpr int kBlockM = 128, kBlockN = 64, kWarps = 8, kStages = 2, kMinCtasPerSm = 1;
 };
-// 64 KiB Q + 2 x 32 KiB K/V = 128 KiB: fits A100's 163 KiB opt-in; BLOCK_N 32 keeps the S
-// accumulators small next to the 128-register O tile.
+// The 128 O registers per thread leave one CTA per SM.
 template <>
 struct TileConfig<256> {
-  static constexpr int kBlockM = 128, kBlockN = 32, kWarps = 8, kStages = 2;
+  static constexpr int kBlockM = 128, kBlockN = 32, kWarps = 8, kStages = 2, kMinCtasPerSm = 1;
 };
 
 template <typename Element>
@@ -63,6 +68,7 @@ struct KernelTraits : TileConfig<kHeadDim_> {
   static constexpr int kBlockN = Config::kBlockN;
   static constexpr int kWarps = Config::kWarps;
   static constexpr int kStages = Config::kStages;
+  static constexpr int kMinCtasPerSm = Config::kMinCtasPerSm;
   static constexpr int kThreads = kWarps * kWarpSize;
 
   static constexpr int kWarpRows = kBlockM / kWarps;

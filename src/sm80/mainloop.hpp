@@ -67,12 +67,11 @@ __device__ __forceinline__ void gemm_qk(const char* q_smem, const char* k_smem, 
   }
 }
 
-// Raw dot products -> log2-domain scores: x = softcap(s * scale) * log2(e), or s * scale * log2(e)
-// without softcap. With apply_mask (boundary tiles only) invisible (row, key) pairs, including
-// keys >= seqlen_k, become -inf.
+// With FwdParams::prescale only: raw dot products -> log2-domain scores, x = softcap(s * scale) *
+// log2(e) or s * scale * log2(e). The branches here and in mask_scores are uniform and sit outside
+// the element loops, so each loop compiles to straight-line code.
 template <typename Traits>
-__device__ __forceinline__ void scale_and_mask(const FwdParams& p, int row0, int key0, int lane,
-                                               bool apply_mask, ScoreFrag<Traits>& s) {
+__device__ __forceinline__ void prescale_scores(const FwdParams& p, ScoreFrag<Traits>& s) {
   const bool capped = p.softcap.cap > 0.f;
 #pragma unroll
   for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
@@ -82,10 +81,29 @@ __device__ __forceinline__ void scale_and_mask(const FwdParams& p, int row0, int
       for (int e = 0; e < 4; ++e) {
         float& x = s[mt][nt][e];
         x = capped ? p.softcap(x * p.scale) * kLog2e : x * p.scale_log2;
-        if (apply_mask) {
-          const int row = row0 + mt * kMmaM + lane / 4 + 8 * (e / 2);
-          const int key = key0 + nt * kMmaN + 2 * (lane % 4) + e % 2;
-          if (!p.mask.visible(row, key)) x = -INFINITY;
+      }
+    }
+  }
+}
+
+// Boundary tiles only: invisible (row, key) pairs, including keys >= seqlen_k, become -inf. The
+// visible key range is computed once per row, then each element is two compares and a select.
+template <typename Traits>
+__device__ __forceinline__ void mask_scores(const FwdParams& p, int row0, int key0, int lane,
+                                            ScoreFrag<Traits>& s) {
+#pragma unroll
+  for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + mt * kMmaM + lane / 4 + 8 * half;
+      const int first = p.mask.first_key(row) - key0;
+      const int end = p.mask.end_key(row) - key0;
+#pragma unroll
+      for (int nt = 0; nt < Traits::kScoreNTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = nt * kMmaN + 2 * (lane % 4) + e;
+          if (key < first || key >= end) s[mt][nt][2 * half + e] = -INFINITY;
         }
       }
     }

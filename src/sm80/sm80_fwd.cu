@@ -73,6 +73,8 @@ FwdParams kernel_view(const Problem& problem) {
   p.scale = problem.scale;
   p.scale_log2 = problem.scale * sm80::kLog2e;
   p.softcap = problem.softcap;
+  p.prescale = problem.softcap.cap > 0.f || !(p.scale_log2 > 0.f);
+  p.exp_factor = p.prescale ? 1.f : p.scale_log2;
 
   const int64_t group = problem.group();
   if (a.seqlen_q == 1 && group > 1 && problem.mask.left < 0) {
@@ -100,14 +102,11 @@ FwdParams plan(const Problem& problem, const cudaDeviceProp& device) {
   p.num_m_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
   const int64_t smem_per_cta =
       Traits::kSmemBytes + static_cast<int64_t>(device.reservedSharedMemPerBlock);
-  // ptxas gives every instantiation 213-255 registers (the launch-bounds cap), so registers are
-  // counted at the cap next to shared memory and threads.
-  constexpr int64_t kRegistersPerThread = 255;
+  // Registers are capped by __launch_bounds__ for kMinCtasPerSm CTAs; residency is the smaller of
+  // that and what shared memory allows.
   const int64_t ctas_per_sm = std::max<int64_t>(
-      1,
-      std::min({static_cast<int64_t>(device.sharedMemPerMultiprocessor) / smem_per_cta,
-                int64_t{device.maxThreadsPerMultiProcessor} / Traits::kThreads,
-                int64_t{device.regsPerMultiprocessor} / (Traits::kThreads * kRegistersPerThread)}));
+      1, std::min<int64_t>(static_cast<int64_t>(device.sharedMemPerMultiprocessor) / smem_per_cta,
+                           Traits::kMinCtasPerSm));
   sm80::SplitInputs in{};
   in.ctas = static_cast<int64_t>(p.batch) * p.heads * p.num_m_blocks;
   in.kv_blocks = (p.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;

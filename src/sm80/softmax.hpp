@@ -2,8 +2,9 @@
 //
 // C fragment of an m16n8 tile: lane l holds rows g = l/4 (elements 0, 1) and g + 8 (elements 2,
 // 3), columns 2*(l%4) and +1. A row therefore lives in the 4 lanes of one quad, and every row
-// reduction is two xor-shuffles (1, 2) inside the quad. Scores arrive already multiplied by
-// log2(e) (and masked to -inf), so exp2 gives the softmax numerator directly.
+// reduction is two xor-shuffles (1, 2) inside the quad. Scores arrive in "raw" units x (masked
+// ones -inf) together with a positive factor that takes them to the log2 domain, so each
+// probability is one FFMA and one MUFU.EX2: exp2(x * factor - max * factor).
 #pragma once
 
 #include <cmath>
@@ -12,6 +13,14 @@ namespace flashcore::sm80 {
 
 inline constexpr float kLn2 = 0.69314718055994530942f;
 inline constexpr float kLog2e = 1.44269504088896340736f;
+
+// ex2.approx.ftz: one MUFU op. exp2f without -use_fast_math adds a denormal range fix-up around
+// it; results below 2^-126 flush to 0, far under what the fp16/bf16 P can hold anyway.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -25,7 +34,7 @@ __device__ __forceinline__ float quad_sum(float x) {
 // State of the 2 rows (g, g + 8) a lane holds in each of a warp's kMTiles m16 tiles.
 template <int kMTiles>
 struct OnlineSoftmax {
-  float row_max[kMTiles][2];  // running max, log2 domain; -inf while every key seen was masked
+  float row_max[kMTiles][2];  // running max in raw units; -inf while every key seen was masked
   float row_sum[kMTiles][2];  // this lane's share of the running sum; quad-reduced at the end
 
   __device__ __forceinline__ OnlineSoftmax() {
@@ -39,11 +48,12 @@ struct OnlineSoftmax {
     }
   }
 
-  // Turns the scores s (log2 domain) of one KV tile into probabilities in place, and rescales the
-  // O accumulators of the rows whose max grew.
+  // Turns the scores s of one KV tile into probabilities in place and rescales the O accumulators
+  // by exp2(old max - new max). The rescale is unconditional: a branch per row would split the
+  // warp's straight-line MMA/softmax code into blocks the scheduler cannot interleave.
   template <int kNTiles, int kOutNTiles>
   __device__ __forceinline__ void update(float (&s)[kMTiles][kNTiles][4],
-                                         float (&o)[kMTiles][kOutNTiles][4]) {
+                                         float (&o)[kMTiles][kOutNTiles][4], float factor) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -55,23 +65,21 @@ struct OnlineSoftmax {
         }
         const float new_max = quad_max(tile_max);
         // A row with every key so far masked keeps max -inf; subtracting 0 instead keeps
-        // exp2(-inf - max) = 0 rather than NaN.
-        const float base = new_max == -INFINITY ? 0.f : new_max;
-        if (new_max != row_max[mt][half]) {
-          const float correction = exp2f(row_max[mt][half] - base);
-          row_sum[mt][half] *= correction;
+        // exp2(-inf - max) = 0 rather than NaN (and its correction exp2(-inf) = 0 on zeros).
+        const float base = new_max == -INFINITY ? 0.f : new_max * factor;
+        const float correction = fast_exp2(fmaf(row_max[mt][half], factor, -base));
+        row_max[mt][half] = new_max;
+        row_sum[mt][half] *= correction;
 #pragma unroll
-          for (int dt = 0; dt < kOutNTiles; ++dt) {
-            o[mt][dt][2 * half] *= correction;
-            o[mt][dt][2 * half + 1] *= correction;
-          }
-          row_max[mt][half] = new_max;
+        for (int dt = 0; dt < kOutNTiles; ++dt) {
+          o[mt][dt][2 * half] *= correction;
+          o[mt][dt][2 * half + 1] *= correction;
         }
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
-          s[mt][nt][2 * half] = exp2f(s[mt][nt][2 * half] - base);
-          s[mt][nt][2 * half + 1] = exp2f(s[mt][nt][2 * half + 1] - base);
+          s[mt][nt][2 * half] = fast_exp2(fmaf(s[mt][nt][2 * half], factor, -base));
+          s[mt][nt][2 * half + 1] = fast_exp2(fmaf(s[mt][nt][2 * half + 1], factor, -base));
           sum += s[mt][nt][2 * half] + s[mt][nt][2 * half + 1];
         }
         row_sum[mt][half] += sum;
@@ -81,7 +89,7 @@ struct OnlineSoftmax {
 
   // Final per-row normalizer 1/sum (0 for a fully masked row, so O stays 0) and natural-log LSE
   // (-inf for a fully masked row). Every lane of the quad gets the same values.
-  __device__ __forceinline__ void finalize(float (&inv_sum)[kMTiles][2],
+  __device__ __forceinline__ void finalize(float factor, float (&inv_sum)[kMTiles][2],
                                            float (&lse)[kMTiles][2]) const {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
@@ -90,7 +98,7 @@ struct OnlineSoftmax {
         const float sum = quad_sum(row_sum[mt][half]);
         const bool empty = sum == 0.f || row_max[mt][half] == -INFINITY;
         inv_sum[mt][half] = empty ? 0.f : 1.f / sum;
-        lse[mt][half] = empty ? -INFINITY : row_max[mt][half] * kLn2 + logf(sum);
+        lse[mt][half] = empty ? -INFINITY : row_max[mt][half] * factor * kLn2 + logf(sum);
       }
     }
   }
