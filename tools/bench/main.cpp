@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "build_commit.hpp"
 #include "cli.hpp"
 #include "expectations.hpp"
 #include "flashcore/attention.hpp"
@@ -51,18 +52,6 @@ std::string utc_now(const char* format) {
   char buf[64];
   std::strftime(buf, sizeof(buf), format, &tm);
   return buf;
-}
-
-std::string git_commit(const std::string& root) {
-  const std::string command = "git -C '" + root + "' rev-parse HEAD 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return "unknown";
-  char buf[64] = "";
-  const bool got = std::fgets(buf, sizeof(buf), pipe) != nullptr;
-  pclose(pipe);
-  std::string commit = got ? buf : "";
-  while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
-  return commit.empty() ? "unknown" : commit;
 }
 
 // Checks record->results against the chapters' expectations files (or one explicit file).
@@ -127,7 +116,7 @@ int run_targets(const Options& options, const Knobs& knobs, const std::string& c
   record.created_utc = utc_now("%Y-%m-%dT%H:%M:%SZ");
   record.command_line = command_line;
   record.profile = profile_name(options.profile);
-  record.git_commit = git_commit(FLASHCORE_BENCH_SOURCE_DIR);
+  record.git_commit = FLASHCORE_BUILD_COMMIT;  // the code measured, not the checkout beside it
   for (const auto& knob : knobs.describe()) record.knobs.push_back(knob);
   std::string error;
   if (!run_lab(options, knobs, &record, &error)) {

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Writes labs/<chapter>/expectations_h100.json from measured flashcore-bench results.
+
+Thresholds are measured ratios with a margin for run-to-run spread, never wishes: per case,
+min_speedup_over_baseline and min_ratio_vs_cudnn at MARGIN x the measured value and max_p50_us
+at P50_SLACK x the measured p50; per target, the loosest case value. Later runs of a faster
+kernel pass; a slower one is named as a regression by --check-expectations.
+
+    scripts/derive_expectations.py [--commit SHA] RESULTS.json [RESULTS.json ...]
+
+--commit names the measured code for results written before flashcore-bench stamped its build
+commit into results.json (they say "HEAD" or "unknown").
+"""
+import json
+import pathlib
+import sys
+
+MARGIN = 0.9     # the H100's run-to-run spread of p50 is a few percent; cuDNN's up to ~7%
+P50_SLACK = 1.15
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def main(paths, commit_override=None):
+    chapters = {}
+    sources = []
+    for path in paths:
+        run = json.loads(pathlib.Path(path).read_text())
+        commit = commit_override or run["git_commit"][:12]
+        sources.append(f"{run['created_utc']} (commit {commit}, profile {run['profile']})")
+        for r in run["results"]:
+            # Baselines and peers are the reference points, not the things held to a bar.
+            if r["status"] != "ok" or r["role"] in ("baseline", "peer"):
+                continue
+            case = {"max_p50_us": round(r["timing"]["p50_us"] * P50_SLACK, 2)}
+            for key in ("speedup_vs_baseline", "ratio_vs_cudnn"):
+                if r.get(key) is not None:
+                    name = "min_speedup_over_baseline" if key == "speedup_vs_baseline" else "min_ratio_vs_cudnn"
+                    case[name] = round(r[key] * MARGIN, 3)
+            target = chapters.setdefault(r["chapter"], {}).setdefault(r["target"], {"cases": {}})
+            target["cases"][r["case"]["label"]] = case
+
+    for chapter, targets in chapters.items():
+        for target in targets.values():
+            for name in ("min_speedup_over_baseline", "min_ratio_vs_cudnn"):
+                values = [c[name] for c in target["cases"].values() if name in c]
+                if values:
+                    target[name] = min(values)
+        document = {
+            "schema": "flashcore-bench/expectations",
+            "schema_version": 1,
+            "device": "NVIDIA H100 80GB HBM3",
+            "placeholder": False,
+            "how_chosen": (
+                f"scripts/derive_expectations.py from the H100 runs of {'; '.join(sources)}: per case "
+                f"{MARGIN}x the measured speedup over the chapter's baseline and ratio vs cuDNN "
+                f"(same run), {P50_SLACK}x the measured p50; per target the loosest case value."
+            ),
+            "targets": dict(sorted(targets.items())),
+        }
+        out = ROOT / "labs" / chapter.removeprefix("labs/") / "expectations_h100.json"
+        out.write_text(json.dumps(document, indent=2) + "\n")
+        print(f"wrote {out.relative_to(ROOT)} ({sum(len(t['cases']) for t in targets.values())} cases)")
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    override = None
+    if args[:1] == ["--commit"] and len(args) > 1:
+        override, args = args[1], args[2:]
+    if not args:
+        sys.exit(__doc__)
+    main(args, override)
