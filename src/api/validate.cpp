@@ -94,7 +94,9 @@ Status check_tensor(const char* name, const void* data, DType dtype, DType expec
     if (e.stride < 0) {
       return invalid(cat(name, " has negative ", e.name, " stride ", e.stride, "; strides must be >= 0"));
     }
-    if (e.stride % kAlignElements != 0 && e.size > 1 && e.stride != 1) {
+    // The head dim itself is the contiguous one (stride 1); every other dim starts a row.
+    const bool starts_rows = &e != &dims.back();
+    if (starts_rows && e.size > 1 && e.stride % kAlignElements != 0) {
       return invalid(cat(name, " ", e.name, " stride ", e.stride, " is not a multiple of ", kAlignElements,
                          " elements; every row must start 16-byte aligned"));
     }
@@ -171,25 +173,26 @@ Status validate_arguments(const AttentionParams& p) {
   if (p.q.dtype != DType::kFloat16 && p.q.dtype != DType::kBFloat16) {
     return invalid("q dtype must be fp16 or bf16");
   }
-  if (Status s = check_tensor("q", p.q.data, p.q.dtype, p.q.dtype, p.q.strides, p.batch, p.seqlen_q,
-                              p.heads_q, p.head_dim, false);
-      !s.ok()) {
-    return s;
-  }
-  if (Status s = check_tensor("k", p.k.data, p.k.dtype, p.q.dtype, p.k.strides, p.batch, p.seqlen_k,
-                              p.heads_kv, p.head_dim, false);
-      !s.ok()) {
-    return s;
-  }
-  if (Status s = check_tensor("v", p.v.data, p.v.dtype, p.q.dtype, p.v.strides, p.batch, p.seqlen_k,
-                              p.heads_kv, p.head_dim, false);
-      !s.ok()) {
-    return s;
-  }
-  if (Status s = check_tensor("o", p.o.data, p.o.dtype, p.q.dtype, p.o.strides, p.batch, p.seqlen_q,
-                              p.heads_q, p.head_dim, true);
-      !s.ok()) {
-    return s;
+  struct TensorCheck {
+    const char* name;
+    const void* data;
+    DType dtype;
+    Strides strides;
+    int64_t seqlen, heads;
+    bool is_output;
+  };
+  const TensorCheck tensors[] = {
+      {"q", p.q.data, p.q.dtype, p.q.strides, p.seqlen_q, p.heads_q, false},
+      {"k", p.k.data, p.k.dtype, p.k.strides, p.seqlen_k, p.heads_kv, false},
+      {"v", p.v.data, p.v.dtype, p.v.strides, p.seqlen_k, p.heads_kv, false},
+      {"o", p.o.data, p.o.dtype, p.o.strides, p.seqlen_q, p.heads_q, true},
+  };
+  for (const TensorCheck& t : tensors) {
+    if (Status s = check_tensor(t.name, t.data, t.dtype, p.q.dtype, t.strides, p.batch, t.seqlen,
+                                t.heads, p.head_dim, t.is_output);
+        !s.ok()) {
+      return s;
+    }
   }
   if (p.lse != nullptr && reinterpret_cast<uintptr_t>(p.lse) % alignof(float) != 0) {
     return invalid("lse pointer is not 4-byte aligned");

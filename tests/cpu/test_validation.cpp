@@ -66,6 +66,7 @@ const BadCase kBadCases[] = {
     {"last_stride", [](AttentionParams& p) { p.k.strides.dim = 2; }, StatusCode::kInvalidArgument, "k has last-dim stride 2"},
     {"misaligned_pointer", [](AttentionParams& p) { p.q.data = static_cast<const char*>(p.q.data) + 2; }, StatusCode::kInvalidArgument, "q pointer is not 16-byte aligned"},
     {"misaligned_stride", [](AttentionParams& p) { p.o.strides.seq += 2; }, StatusCode::kInvalidArgument, "o seq stride"},
+    {"unit_seq_stride", [](AttentionParams& p) { p.k.strides.seq = 1; }, StatusCode::kInvalidArgument, "k seq stride 1"},
     {"negative_stride", [](AttentionParams& p) { p.q.strides.head = -128; }, StatusCode::kInvalidArgument, "negative head stride"},
     {"overlapping_output", [](AttentionParams& p) { p.o.strides.seq = 8; }, StatusCode::kInvalidArgument, "overlap"},
     {"window_out_of_range", [](AttentionParams& p) { p.window_left = -2; }, StatusCode::kInvalidArgument, "window"},
