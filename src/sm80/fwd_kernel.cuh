@@ -1,6 +1,12 @@
 // The sm80 forward kernel (FlashAttention-2 schedule): one CTA per (query tile, head, batch,
-// KV split). The Q tile stays in shared memory; K/V tiles stream through a kStages-deep cp.async
-// ring; each warp runs S = QK^T, online softmax and O += PV on its own rows.
+// KV split). The Q tile stays in shared memory and each warp runs S = QK^T, online softmax and
+// O += PV on its own rows. K/V stream through shared memory in one of two schedules (the tile table
+// picks, kernel_traits.hpp):
+//  - kStages == 1: one K and one V tile, two barriers per KV step (FlashAttention-2): V lands while
+//    the warps run QK^T and the softmax, the next K lands while they run PV. Fewest registers
+//    (loads are issued where S is dead), for the register-bound hd128/hd256 tiles.
+//  - kStages >= 2: a ring of kStages K/V pairs, one barrier per step, loads kStages - 1 steps
+//    ahead: hides more load latency behind the short hd64 steps.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +46,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   using Element = typename Traits::Element;
   extern __shared__ __align__(128) char smem[];
   char* const q_smem = smem;
-  char* const kv_smem = smem + Traits::kQBytes;
+  char* const kv_smem = smem + Traits::kQBytes;  // [stage][K, V]
 
   const int tid = threadIdx.x;
   const int warp = tid / kWarpSize;
@@ -63,24 +69,16 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   const auto* k = static_cast<const Element*>(p.k) + tile.batch * p.k_batch + kv_head * p.k_head;
   const auto* v = static_cast<const Element*>(p.v) + tile.batch * p.v_batch + kv_head * p.v_head;
 
-  auto load_kv = [&](int block, int slot) {
+  auto load_k = [&](int block, int stage) {
     const int key0 = block * Traits::kBlockN;
-    char* k_smem = kv_smem + slot * Traits::kStageBytes;
-    load_tile_async<Traits, Traits::kBlockN>(k_smem, k + key0 * p.k_seq, p.k_seq, p.seqlen_k - key0,
-                                             tid);
-    load_tile_async<Traits, Traits::kBlockN>(k_smem + Traits::kKVTileBytes, v + key0 * p.v_seq,
-                                             p.v_seq, p.seqlen_k - key0, tid);
+    load_tile_async<Traits, Traits::kBlockN>(kv_smem + stage * 2 * Traits::kKVTileBytes,
+                                             k + key0 * p.k_seq, p.k_seq, p.seqlen_k - key0, tid);
   };
-
-  // Prologue: Q rides in the first group; kStages - 1 groups are committed (empty if the range is
-  // shorter) so that iteration i always waits for group i with the same count.
-  load_tile_async<Traits, Traits::kBlockM>(q_smem, q, p.q_seq, tile.row_end - tile.row_begin, tid);
-  const int num_blocks = range.end - range.begin;
-#pragma unroll
-  for (int stage = 0; stage < Traits::kStages - 1; ++stage) {
-    if (stage < num_blocks) load_kv(range.begin + stage, stage);
-    cute::cp_async_fence();
-  }
+  auto load_v = [&](int block, int stage) {
+    const int key0 = block * Traits::kBlockN;
+    load_tile_async<Traits, Traits::kBlockN>(kv_smem + (stage * 2 + 1) * Traits::kKVTileBytes,
+                                             v + key0 * p.v_seq, p.v_seq, p.seqlen_k - key0, tid);
+  };
 
   const int warp_row0 = warp * Traits::kWarpRows;
   // A warp whose rows are all past seqlen_q (short Sq, e.g. decode) only helps load.
@@ -94,30 +92,73 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     }
   }
   OnlineSoftmax<Traits::kWarpMTiles> softmax;
-
-  for (int i = 0; i < num_blocks; ++i) {
-    // Block i has landed once at most kStages - 2 newer groups are pending; the barrier also
-    // tells every warp that slot (i - 1) % kStages, refilled next, is no longer being read.
-    cute::cp_async_wait<Traits::kStages - 2>();
-    __syncthreads();
-    const int prefetch = i + Traits::kStages - 1;
-    if (prefetch < num_blocks) load_kv(range.begin + prefetch, prefetch % Traits::kStages);
-    cute::cp_async_fence();
-    if (!warp_has_rows) continue;
-
-    const char* k_smem = kv_smem + (i % Traits::kStages) * Traits::kStageBytes;
-    const int key0 = (range.begin + i) * Traits::kBlockN;
+  using ProbFragT = ProbFrag<Traits>;
+  // S = QK^T of one block through the softmax, as P fragments (warps with rows only).
+  auto scores = [&](int block, const char* k_tile, ProbFragT& probs) {
+    const int key0 = block * Traits::kBlockN;
     float s[Traits::kWarpMTiles][Traits::kScoreNTiles][4];
-    gemm_qk<Traits>(q_smem, k_smem, warp_row0, lane, s);
+    gemm_qk<Traits>(q_smem, k_tile, warp_row0, lane, s);
     if (p.prescale) prescale_scores<Traits>(p, s);
     // Interior tiles of the mask (and every tile without one, except the key tail) skip the
     // per-element test.
     if (!p.mask.tile_fully_visible(tile.row_begin, tile.row_end, key0, key0 + Traits::kBlockN))
       mask_scores<Traits>(p, tile.row_begin + warp_row0, key0, lane, s);
     softmax.update(s, o, p.exp_factor);
-    uint32_t probs[Traits::kWarpMTiles][Traits::kBlockN / kMmaK][4];
     pack_probabilities<Traits>(s, probs);
-    gemm_pv<Traits>(k_smem + Traits::kKVTileBytes, lane, probs, o);
+  };
+
+  // Q rides in the first cp.async group.
+  load_tile_async<Traits, Traits::kBlockM>(q_smem, q, p.q_seq, tile.row_end - tile.row_begin, tid);
+  if constexpr (Traits::kStages == 1) {
+    load_k(range.begin, 0);
+    cute::cp_async_fence();
+    for (int block = range.begin; block < range.end; ++block) {
+      // Only K[block] is in flight: once it lands, this barrier also tells every warp that all
+      // warps are done with V[block - 1], so V[block] may overwrite it.
+      cute::cp_async_wait<0>();
+      __syncthreads();
+      load_v(block, 0);
+      cute::cp_async_fence();
+      ProbFragT probs;
+      if (warp_has_rows) scores(block, kv_smem, probs);
+      // Only V[block] is in flight; after the barrier every warp is done reading K[block].
+      cute::cp_async_wait<0>();
+      __syncthreads();
+      if (block + 1 < range.end) {
+        load_k(block + 1, 0);
+        cute::cp_async_fence();
+      }
+      if (warp_has_rows) gemm_pv<Traits>(kv_smem + Traits::kKVTileBytes, lane, probs, o);
+    }
+  } else {
+    // kStages - 1 groups are committed up front (empty past the range) so that step i always
+    // waits for group i with the same count.
+    const int num_blocks = range.end - range.begin;
+#pragma unroll
+    for (int stage = 0; stage < Traits::kStages - 1; ++stage) {
+      if (stage < num_blocks) {
+        load_k(range.begin + stage, stage);
+        load_v(range.begin + stage, stage);
+      }
+      cute::cp_async_fence();
+    }
+    for (int i = 0; i < num_blocks; ++i) {
+      // Block i has landed once at most kStages - 2 newer groups are pending; the barrier also
+      // tells every warp that stage (i - 1) % kStages, refilled next, is no longer being read.
+      cute::cp_async_wait<Traits::kStages - 2>();
+      __syncthreads();
+      const int prefetch = i + Traits::kStages - 1;
+      if (prefetch < num_blocks) {
+        load_k(range.begin + prefetch, prefetch % Traits::kStages);
+        load_v(range.begin + prefetch, prefetch % Traits::kStages);
+      }
+      cute::cp_async_fence();
+      if (!warp_has_rows) continue;
+      const char* k_tile = kv_smem + (i % Traits::kStages) * 2 * Traits::kKVTileBytes;
+      ProbFragT probs;
+      scores(range.begin + i, k_tile, probs);
+      gemm_pv<Traits>(k_tile + Traits::kKVTileBytes, lane, probs, o);
+    }
   }
   if (!warp_has_rows) return;
 

@@ -15,35 +15,37 @@ inline constexpr int kMmaN = 8;
 inline constexpr int kMmaK = 16;
 inline constexpr int kChunkElems = 8;  // one 16-byte cp.async / ldmatrix row = 8 fp16/bf16
 
-// Per head dim: BLOCK_M query rows per CTA, BLOCK_N keys per pipeline stage, warps, stages, and the
-// CTAs per SM the register budget is capped for (__launch_bounds__ min blocks): without a cap
-// ptxas takes up to 255 registers, which for 8 warps leaves one CTA, 8 warps, per SM.
-// Each warp owns BLOCK_M / kWarps consecutive query rows (one or two m16 tiles): two tiles let a
-// K/V fragment read from shared memory feed two MMAs, which is what keeps hd64/hd128 off the
-// shared-memory bandwidth limit; at hd256 the O accumulator (16x256 fp32 = 128 registers per m16
-// tile) only leaves room for one.
+// Per head dim: BLOCK_M query rows per CTA, BLOCK_N keys per K/V tile, warps, K/V stages (1: the
+// two-barrier schedule, >= 2: a ring; see fwd_kernel.cuh), and the CTAs per SM the register budget
+// is capped for (__launch_bounds__ min blocks; 2 CTAs of 4 warps leave 255 registers per thread).
+// Each warp owns BLOCK_M / kWarps consecutive query rows (one or two m16 tiles). On the H100 the
+// shared-memory pipe (128 B/clk, one ldmatrix.x4 = 4 clk) limits mma.sync unless each K/V fragment
+// feeds about three MMAs: two m16 tiles per warp give four per x4, one tile only two. At hd256 the
+// O accumulator (16x256 fp32 = 128 registers per m16 tile) only leaves room for one.
+// Measured choices and rejected alternatives: docs/perf-sm80-notes.md.
 template <int kHeadDim>
 struct TileConfig;
 
-// 16 KiB Q + 3 x 16 KiB K/V stages = 64 KiB: three CTAs per SM by shared memory on A100 and H100;
-// registers (64 O + 64 S accumulators per thread) allow two.
+// 16 KiB Q + 3 x 16 KiB K/V = 64 KiB; registers (64 O + 64 S accumulators per thread) allow two
+// CTAs per SM. A KV step is short at hd64, so the 3-deep ring (loads two steps ahead) pays: the
+// two-barrier schedule was 7% slower here.
 template <>
 struct TileConfig<64> {
   static constexpr int kBlockM = 128, kBlockN = 64, kWarps = 4, kStages = 3, kMinCtasPerSm = 2;
 };
-// 32 KiB Q + 2 x 32 KiB K/V = 96 KiB, one CTA (8 warps, as FlashAttention-2 runs) per SM. One
-// m16 tile per warp. Measured alternatives (H100, docs/perf-sm80-notes.md): two CTAs per SM (128
-// registers) spilled load addresses inside the main loop; 4 warps x two m16 tiles with BLOCK_N 32
-// (FlashAttention-2's reuse of each K/V fragment) was only 2.5% faster non-causal, 3% slower
-// causal, and spilled; BLOCK_N 64 with two m16 tiles spilled the 128 O + 64 S accumulators.
+// 32 KiB Q + 16 KiB K + 16 KiB V = 64 KiB, two 4-warp CTAs per SM with two m16 tiles per warp
+// (FlashAttention-2's hd128 tile). The 128 O + 64 S accumulators leave no registers for a K/V
+// ring: a 2-stage ring needed 80 bytes of spills (ptxas, sm_90a).
 template <>
 struct TileConfig<128> {
-  static constexpr int kBlockM = 128, kBlockN = 64, kWarps = 8, kStages = 2, kMinCtasPerSm = 1;
+  static constexpr int kBlockM = 128, kBlockN = 64, kWarps = 4, kStages = 1, kMinCtasPerSm = 2;
 };
-// The 128 O registers per thread leave one CTA per SM.
+// 32 KiB Q + 32 KiB K + 32 KiB V = 96 KiB: two 4-warp CTAs per SM on the H100 (one on A100's
+// 163 KiB), so one CTA computes while the other waits at a barrier; 5% faster than one 8-warp
+// CTA of 128 rows.
 template <>
 struct TileConfig<256> {
-  static constexpr int kBlockM = 128, kBlockN = 32, kWarps = 8, kStages = 2, kMinCtasPerSm = 1;
+  static constexpr int kBlockM = 64, kBlockN = 64, kWarps = 4, kStages = 1, kMinCtasPerSm = 2;
 };
 
 template <typename Element>
@@ -78,13 +80,11 @@ struct KernelTraits : TileConfig<kHeadDim_> {
   static constexpr int kChunksPerRow = kHeadDim / kChunkElems;
 
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
-  static constexpr int kKVTileBytes = kBlockN * kHeadDim * 2;  // one of K or V
-  static constexpr int kStageBytes = 2 * kKVTileBytes;         // K then V
-  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
+  static constexpr int kKVTileBytes = kBlockN * kHeadDim * 2;              // one of K or V
+  static constexpr int kSmemBytes = kQBytes + kStages * 2 * kKVTileBytes;  // Q, [stage][K, V]
 
   static_assert(kWarpRows % kMmaM == 0, "each warp owns whole m16 tiles");
   static_assert(kBlockN % kMmaK == 0 && kHeadDim % kMmaK == 0, "tiles are whole mma k-steps");
-  static_assert(kStages >= 2, "the pipeline keeps one stage in flight while computing another");
 };
 
 }  // namespace flashcore::sm80

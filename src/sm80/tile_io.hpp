@@ -25,22 +25,29 @@ __device__ __forceinline__ int chunk_offset(int row, int chunk) {
 
 // Copies rows [0, kRows) of a tile whose row r starts at gmem + r * row_stride; rows >= valid_rows
 // are zero-filled (never read from global), so tails contribute exact zeros to both GEMMs.
+// A thread copies one chunk column, rows row0, row0 + kRowStep, ...: the global address advances
+// by one 64-bit add per row. Computing each row's address from the tile start let ptxas hoist the
+// kRows / kRowStep 64-bit offsets out of the KV loop, registers the MMA accumulators need (hd64
+// spilled at 255 registers; it needs 236 now). With kRowStep a multiple of 8 every row keeps row0's
+// swizzle and the shared-memory offsets fold to immediates.
 template <typename Traits, int kRows>
 __device__ __forceinline__ void load_tile_async(char* smem, const typename Traits::Element* gmem,
                                                 int64_t row_stride, int valid_rows, int tid) {
-  constexpr int kChunks = kRows * Traits::kChunksPerRow;
-  static_assert(kChunks % Traits::kThreads == 0, "every thread copies the same number of chunks");
+  constexpr int kRowStep = Traits::kThreads / Traits::kChunksPerRow;
+  static_assert(Traits::kThreads % Traits::kChunksPerRow == 0 && kRows % kRowStep == 0,
+                "every thread copies the same number of chunks of one column");
+  const int row0 = tid / Traits::kChunksPerRow;
+  const int chunk = tid % Traits::kChunksPerRow;
+  const auto* src = gmem + row0 * row_stride + chunk * kChunkElems;
 #pragma unroll
-  for (int i = 0; i < kChunks / Traits::kThreads; ++i) {
-    const int idx = tid + i * Traits::kThreads;
-    const int row = idx / Traits::kChunksPerRow;
-    const int chunk = idx % Traits::kChunksPerRow;
+  for (int i = 0; i < kRows / kRowStep; ++i) {
+    const int row = row0 + i * kRowStep;
     const bool valid = row < valid_rows;
     // An out-of-range row still needs a mapped address for the instruction; it reads 0 bytes.
-    const auto* src = gmem + (valid ? row * row_stride + chunk * kChunkElems : 0);
     cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<Chunk>::copy(
-        *reinterpret_cast<const Chunk*>(src),
+        *reinterpret_cast<const Chunk*>(valid ? src : gmem),
         *reinterpret_cast<Chunk*>(smem + chunk_offset<Traits::kChunksPerRow>(row, chunk)), valid);
+    src += kRowStep * row_stride;
   }
 }
 

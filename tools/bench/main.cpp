@@ -68,7 +68,6 @@ bool check_record(const Options& options, RunRecord* record, std::string* error)
       if (std::find(files.begin(), files.end(), path) == files.end()) files.push_back(path);
     }
   }
-  record->expectations_checked = true;
   record->expectations_files = files;
   record->regressions.clear();
   for (const std::string& path : files) {
@@ -87,6 +86,8 @@ bool check_record(const Options& options, RunRecord* record, std::string* error)
       return false;
     }
   }
+  // Only now: a report must not say PASS for expectations it could not read.
+  record->expectations_checked = true;
   return true;
 }
 
@@ -123,9 +124,11 @@ int run_targets(const Options& options, const Knobs& knobs, const std::string& c
     return fail(error.rfind("no CUDA device", 0) == 0 ? kExitNoDevice : kExitFailed, error);
   }
   derive_metrics(&record.results, record.gemm_tflops, record.copy_gbps);
-  if (options.check_expectations && !check_record(options, &record, &error)) {
-    return fail(kExitUsage, error);
-  }
+  // A missing or broken expectations file must not cost the measurements: the artifacts are
+  // written first, then the run fails.
+  std::string expectations_error;
+  const bool expectations_read =
+      !options.check_expectations || check_record(options, &record, &expectations_error);
 
   const fs::path out = options.out_dir.empty() ? fs::path("lab-out") / utc_now("%Y%m%d-%H%M%S")
                                                : fs::path(options.out_dir);
@@ -136,6 +139,9 @@ int run_targets(const Options& options, const Knobs& knobs, const std::string& c
       !write_file(out / "report.md", render_markdown(record), &error) ||
       !write_file(out / "tflops.svg", render_svg(record.results), &error)) {
     return fail(kExitFailed, error);
+  }
+  if (!expectations_read) {
+    return fail(kExitUsage, expectations_error + "; artifacts were written to " + out.string());
   }
   size_t failed = 0, skipped = 0;
   for (const Result& r : record.results) {
