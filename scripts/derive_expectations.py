@@ -9,7 +9,8 @@ kernel pass; a slower one is named as a regression by --check-expectations.
     scripts/derive_expectations.py [--commit SHA] RESULTS.json [RESULTS.json ...]
 
 --commit names the measured code for results written before flashcore-bench stamped its build
-commit into results.json (they say "HEAD" or "unknown").
+commit into results.json (they say "HEAD" or "unknown"); stamped results keep their own. Later
+files win where two runs measured the same target and case.
 """
 import json
 import pathlib
@@ -25,7 +26,9 @@ def main(paths, commit_override=None):
     sources = []
     for path in paths:
         run = json.loads(pathlib.Path(path).read_text())
-        commit = commit_override or run["git_commit"][:12]
+        recorded = run["git_commit"]
+        unstamped = recorded in ("", "HEAD", "unknown")
+        commit = commit_override if unstamped and commit_override else recorded[:12] + recorded[40:]
         sources.append(f"{run['created_utc']} (commit {commit}, profile {run['profile']})")
         for r in run["results"]:
             # Baselines and peers are the reference points, not the things held to a bar.
