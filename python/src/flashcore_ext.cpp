@@ -10,7 +10,6 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>

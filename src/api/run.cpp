@@ -1,7 +1,6 @@
 // can_implement / workspace_size / run: validate, pick a backend from the registry, launch.
 #include <cuda_runtime_api.h>
 
-#include <cstring>
 #include <string>
 
 #include "api/backend_registry.hpp"

@@ -16,7 +16,6 @@ struct Problem {
   Softcap softcap;
 
   int64_t group() const { return params.heads_q / params.heads_kv; }
-  bool has_mask() const { return mask.left >= 0 || mask.right >= 0; }
 };
 
 inline float resolved_scale(const AttentionParams& p) {
@@ -30,7 +29,5 @@ inline Problem make_problem(const AttentionParams& p) {
   return Problem{p, resolved_scale(p), WindowMask<int64_t>{p.seqlen_q, p.seqlen_k, p.window_left, right},
                  Softcap{p.softcap}};
 }
-
-inline size_t dtype_bytes(DType) { return 2; }  // fp16 and bf16
 
 }  // namespace flashcore::detail

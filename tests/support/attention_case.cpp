@@ -4,7 +4,6 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <sstream>
 
