@@ -27,6 +27,15 @@ enum class Backend {
   kSm80,     // FlashAttention-2 class: mma.sync m16n8k16, ldmatrix, cp.async pipeline (sm80+)
 };
 
+// CTA tile of the tensor-core kernel (sm80 backend; the others have one tile and ignore this).
+// kAuto takes the large tile unless its grid leaves SMs idle. Forcing one is for tests, the lab
+// and tuning; a forced tile the device cannot hold fails with kUnsupported.
+enum class TileShape {
+  kAuto,
+  kLarge,  // 128-row CTAs (64 at hd256), every warp sees every key: grids that fill the GPU
+  kSmall,  // 32-row CTAs whose warps split each K/V tile by keys: small batch x heads x seqlen
+};
+
 enum class StatusCode {
   kOk,
   kInvalidArgument,  // the caller passed something that is never valid
@@ -103,6 +112,7 @@ struct AttentionParams {
   // Split-KV (flash-decoding) for backends that support it: 0 lets a heuristic choose from the SM
   // count and sizes, 1 disables splitting, n > 1 splits Sk across n CTAs per query tile.
   int num_splits = 0;
+  TileShape tile = TileShape::kAuto;
   cudaStream_t stream = nullptr;
 
   // Scratch for backends that need it (see workspace_size). When null, run() allocates it on the

@@ -59,6 +59,7 @@ flashcore_status flashcore_attention(const flashcore_attention_params* c, const 
   p.window_right = c->window_right;
   p.softcap = c->softcap;
   p.num_splits = c->num_splits;
+  p.tile = static_cast<flashcore::TileShape>(c->tile);
   p.stream = static_cast<cudaStream_t>(c->stream);
   p.workspace = c->workspace;
   p.workspace_bytes = c->workspace_bytes;

@@ -22,19 +22,19 @@ struct OutputTile {
   }
 };
 
-// One warp's rows: O fragments scaled by 1/sum are staged through the warp's own rows of the Q
+// One warp's rows (row_warp of the CTA's kRowWarps): O fragments scaled by 1/sum are staged through the warp's own rows of the Q
 // tile in shared memory (no other warp reads them) so that global stores are whole 16-byte
 // chunks, coalesced along the contiguous head dim.
 template <typename Traits>
 __device__ __forceinline__ void store_output(const FwdParams& p, const OutputTile& tile,
-                                             char* q_smem, int warp, int lane,
+                                             char* q_smem, int row_warp, int lane,
                                              float (&o)[Traits::kWarpMTiles][Traits::kOutNTiles][4],
                                              const float (&inv_sum)[Traits::kWarpMTiles][2],
                                              const float (&lse)[Traits::kWarpMTiles][2]) {
   using Element = typename Traits::Element;
   constexpr int kChunks = Traits::kChunksPerRow;
   const int g = lane / 4, t = lane % 4;
-  const int warp_row0 = warp * Traits::kWarpRows;
+  const int warp_row0 = row_warp * Traits::kWarpRows;
 
   if (p.num_splits > 1) {
 #pragma unroll

@@ -15,10 +15,11 @@ inline constexpr int kMmaN = 8;
 inline constexpr int kMmaK = 16;
 inline constexpr int kChunkElems = 8;  // one 16-byte cp.async / ldmatrix row = 8 fp16/bf16
 
-// Per head dim: BLOCK_M query rows per CTA, BLOCK_N keys per K/V tile, warps, K/V stages (1: the
-// two-barrier schedule, >= 2: a ring; see fwd_kernel.cuh), and the CTAs per SM the register budget
-// is capped for (__launch_bounds__ min blocks; 2 CTAs of 4 warps leave 255 registers per thread).
-// Each warp owns BLOCK_M / kWarps consecutive query rows (one or two m16 tiles). On the H100 the
+// Per head dim: BLOCK_M query rows per CTA, BLOCK_N keys per warp per KV step, the warp grid
+// (kRowWarps along the rows x kKeyGroups along the keys), K/V stages (1: the two-barrier schedule,
+// >= 2: a ring; see fwd_kernel.cuh), and the CTAs per SM the register budget is capped for
+// (__launch_bounds__ min blocks; 2 CTAs of 4 warps leave 255 registers per thread).
+// Each warp owns BLOCK_M / kRowWarps consecutive query rows (one or two m16 tiles). On the H100 the
 // shared-memory pipe (128 B/clk, one ldmatrix.x4 = 4 clk) limits mma.sync unless each K/V fragment
 // feeds about three MMAs: two m16 tiles per warp give four per x4, one tile only two. At hd256 the
 // O accumulator (16x256 fp32 = 128 registers per m16 tile) only leaves room for one.
@@ -31,21 +32,54 @@ struct TileConfig;
 // two-barrier schedule was 7% slower here.
 template <>
 struct TileConfig<64> {
-  static constexpr int kBlockM = 128, kBlockN = 64, kWarps = 4, kStages = 3, kMinCtasPerSm = 2;
+  static constexpr int kBlockM = 128, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 3,
+                       kMinCtasPerSm = 2;
 };
 // 32 KiB Q + 16 KiB K + 16 KiB V = 64 KiB, two 4-warp CTAs per SM with two m16 tiles per warp
 // (FlashAttention-2's hd128 tile). The 128 O + 64 S accumulators leave no registers for a K/V
 // ring: a 2-stage ring needed 80 bytes of spills (ptxas, sm_90a).
 template <>
 struct TileConfig<128> {
-  static constexpr int kBlockM = 128, kBlockN = 64, kWarps = 4, kStages = 1, kMinCtasPerSm = 2;
+  static constexpr int kBlockM = 128, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 1,
+                       kMinCtasPerSm = 2;
 };
 // 32 KiB Q + 32 KiB K + 32 KiB V = 96 KiB: two 4-warp CTAs per SM on the H100 (one on A100's
 // 163 KiB), so one CTA computes while the other waits at a barrier; 5% faster than one 8-warp
 // CTA of 128 rows.
 template <>
 struct TileConfig<256> {
-  static constexpr int kBlockM = 64, kBlockN = 64, kWarps = 4, kStages = 1, kMinCtasPerSm = 2;
+  static constexpr int kBlockM = 64, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 1,
+                       kMinCtasPerSm = 2;
+};
+
+// Small grids (the TileConfig grid leaves SMs idle, e.g. B1 H8 S512): 32-row CTAs (two
+// row warps), one m16 tile per warp, and kKeyGroups warps per row tile that each take their own
+// BLOCK_N-key slice of every KV step; their softmax states merge in shared memory at the end
+// (key_group_merge.hpp). Versus splitting keys across CTAs this needs no second launch and no
+// workspace, and B1 H8 S512 runs as 128 CTAs of two or four KV steps instead of 32 CTAs of eight.
+// Measured on the H100 against 64-row CTAs (4 row warps x 2 key groups) and the large tile:
+// docs/perf-sm80-notes.md (v5). On GPUs that give a CTA less shared memory (sm_86/sm_89: 99 KiB)
+// the hd64 and hd128 tiles do not fit and auto keeps the large tile.
+template <int kHeadDim>
+struct SmallGridTileConfig;
+// 4 KiB Q + 2 stages x (32 KiB K + 32 KiB V) = 132 KiB; 8 warps; loads one step ahead.
+template <>
+struct SmallGridTileConfig<64> {
+  static constexpr int kBlockM = 32, kBlockN = 64, kRowWarps = 2, kKeyGroups = 4, kStages = 2,
+                       kMinCtasPerSm = 1;
+};
+// 8 KiB Q + 64 KiB K + 64 KiB V = 136 KiB; 8 warps.
+template <>
+struct SmallGridTileConfig<128> {
+  static constexpr int kBlockM = 32, kBlockN = 64, kRowWarps = 2, kKeyGroups = 4, kStages = 1,
+                       kMinCtasPerSm = 1;
+};
+// 16 KiB Q + 32 KiB K + 32 KiB V = 80 KiB; 4 warps (the 128-register O accumulator of hd256
+// leaves no room for more per SM).
+template <>
+struct SmallGridTileConfig<256> {
+  static constexpr int kBlockM = 32, kBlockN = 32, kRowWarps = 2, kKeyGroups = 2, kStages = 1,
+                       kMinCtasPerSm = 1;
 };
 
 template <typename Element>
@@ -59,28 +93,32 @@ struct MmaAtomFor<__nv_bfloat16> {
   using Atom = cute::SM80_16x8x16_F32BF16BF16F32_TN;
 };
 
-template <typename Element_, int kHeadDim_>
-struct KernelTraits : TileConfig<kHeadDim_> {
+template <typename Element_, int kHeadDim_, typename Config_ = TileConfig<kHeadDim_>>
+struct KernelTraits {
   using Element = Element_;
-  using Config = TileConfig<kHeadDim_>;
+  using Config = Config_;
   using MmaAtom = typename MmaAtomFor<Element>::Atom;
 
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = Config::kBlockM;
-  static constexpr int kBlockN = Config::kBlockN;
-  static constexpr int kWarps = Config::kWarps;
+  static constexpr int kBlockN = Config::kBlockN;  // keys per warp slice
+  static constexpr int kRowWarps = Config::kRowWarps;
+  static constexpr int kKeyGroups = Config::kKeyGroups;
   static constexpr int kStages = Config::kStages;
   static constexpr int kMinCtasPerSm = Config::kMinCtasPerSm;
+  static constexpr int kWarps = kRowWarps * kKeyGroups;
   static constexpr int kThreads = kWarps * kWarpSize;
+  static constexpr int kBlockKV = kBlockN * kKeyGroups;  // keys per K/V tile (one KV step)
 
-  static constexpr int kWarpRows = kBlockM / kWarps;
+  static constexpr int kWarpRows = kBlockM / kRowWarps;
   static constexpr int kWarpMTiles = kWarpRows / kMmaM;  // m16 tiles per warp
   static constexpr int kScoreNTiles = kBlockN / kMmaN;   // n8 tiles of S per m16 tile
   static constexpr int kOutNTiles = kHeadDim / kMmaN;    // n8 tiles of O per m16 tile
   static constexpr int kChunksPerRow = kHeadDim / kChunkElems;
 
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
-  static constexpr int kKVTileBytes = kBlockN * kHeadDim * 2;              // one of K or V
+  static constexpr int kKVTileBytes = kBlockKV * kHeadDim * 2;             // one of K or V
+  static constexpr int kSliceBytes = kBlockN * kHeadDim * 2;               // one warp's keys of it
   static constexpr int kSmemBytes = kQBytes + kStages * 2 * kKVTileBytes;  // Q, [stage][K, V]
 
   static_assert(kWarpRows % kMmaM == 0, "each warp owns whole m16 tiles");

@@ -21,20 +21,24 @@ using sm80::KernelTraits;
 // Sizes stay in int inside the kernel: row + seqlen_k + window + 1 must not overflow.
 constexpr int64_t kMaxSeqlen = int64_t{1} << 29;
 constexpr int64_t kMaxGridYZ = 65535;  // heads go to gridDim.y, batch to gridDim.z
+constexpr int64_t kSmallTileMaxWaves = 2;  // see with_variant
 
-// THE instantiation list: fn receives a default-constructed KernelTraits<Element, HeadDim>.
+// THE instantiation list: fn receives a default-constructed KernelTraits<Element, HeadDim> (the
+// full-grid tile) and KernelTraits<Element, HeadDim, SmallGridTileConfig<HeadDim>>.
 // Returns false when (dtype, head_dim) has no kernel.
 template <typename Element, typename Fn>
 bool with_head_dim(int64_t head_dim, Fn&& fn) {
   switch (head_dim) {
     case 64:
-      fn(KernelTraits<Element, 64>{});
+      fn(KernelTraits<Element, 64>{}, KernelTraits<Element, 64, sm80::SmallGridTileConfig<64>>{});
       return true;
     case 128:
-      fn(KernelTraits<Element, 128>{});
+      fn(KernelTraits<Element, 128>{},
+         KernelTraits<Element, 128, sm80::SmallGridTileConfig<128>>{});
       return true;
     case 256:
-      fn(KernelTraits<Element, 256>{});
+      fn(KernelTraits<Element, 256>{},
+         KernelTraits<Element, 256, sm80::SmallGridTileConfig<256>>{});
       return true;
     default:
       return false;
@@ -109,12 +113,38 @@ FwdParams plan(const Problem& problem, const cudaDeviceProp& device) {
                            Traits::kMinCtasPerSm));
   sm80::SplitInputs in{};
   in.ctas = static_cast<int64_t>(p.batch) * p.heads * p.num_m_blocks;
-  in.kv_blocks = (p.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
+  in.kv_blocks = (p.seqlen_k + Traits::kBlockKV - 1) / Traits::kBlockKV;
   in.sm_count = device.multiProcessorCount;
   in.ctas_per_sm = ctas_per_sm;
   in.requested = problem.params.num_splits;
   p.num_splits = sm80::choose_num_splits(in);
   return p;
+}
+
+// TileShape::kAuto takes the large tile unless its grid leaves SMs idle and the small tile's grid
+// (four times the CTAs, keys split across warps) is at most two waves: beyond that, every 32-row
+// CTA re-reading its head's K/V costs more than the idle SMs (measured: docs/perf-sm80-notes.md,
+// v5). The small tile must also fit the device's shared memory. A forced small tile that does not
+// fit was rejected by sm80_rejects. fn gets the chosen traits.
+template <typename Traits, typename SmallTraits, typename Fn>
+void with_variant(const Problem& problem, const cudaDeviceProp& device, Fn&& fn) {
+  const TileShape tile = problem.params.tile;
+  bool small = tile == TileShape::kSmall;
+  if (tile == TileShape::kAuto) {
+    const FwdParams p = kernel_view(problem);
+    const int64_t heads = static_cast<int64_t>(p.batch) * p.heads;
+    const int64_t large_ctas = heads * ((p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM);
+    const int64_t small_ctas =
+        heads * ((p.seqlen_q + SmallTraits::kBlockM - 1) / SmallTraits::kBlockM);
+    const int64_t sms = device.multiProcessorCount;
+    small = large_ctas < sms && small_ctas <= kSmallTileMaxWaves * sms &&
+            static_cast<size_t>(SmallTraits::kSmemBytes) <= device.sharedMemPerBlockOptin;
+  }
+  if (small) {
+    fn(SmallTraits{});
+  } else {
+    fn(Traits{});
+  }
 }
 
 int64_t kernel_rows(const FwdParams& p) {
@@ -163,9 +193,11 @@ const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
   }
   if (a.heads_q > kMaxGridYZ || a.batch > kMaxGridYZ)
     return "supports batch and heads_q up to 65535";
-  int smem_bytes = 0;
-  if (!with_traits(a.q.dtype, a.head_dim,
-                   [&](auto traits) { smem_bytes = decltype(traits)::kSmemBytes; })) {
+  int smem_bytes = 0;  // of the large tile, or the small one when forced (auto uses it if it fits)
+  if (!with_traits(a.q.dtype, a.head_dim, [&](auto traits, auto small) {
+        smem_bytes = a.tile == TileShape::kSmall ? decltype(small)::kSmemBytes
+                                                 : decltype(traits)::kSmemBytes;
+      })) {
     return "has no kernel for this head_dim; use 64, 128 or 256";
   }
   if (static_cast<size_t>(smem_bytes) > device.sharedMemPerBlockOptin) {
@@ -178,10 +210,12 @@ size_t sm80_workspace_bytes(const Problem& problem) {
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
   size_t bytes = 0;
-  with_traits(problem.params.q.dtype, problem.params.head_dim, [&](auto traits) {
-    using Traits = decltype(traits);
-    const FwdParams p = plan<Traits>(problem, device);
-    bytes = sm80::split_workspace_bytes(p.num_splits, kernel_rows(p), Traits::kHeadDim);
+  with_traits(problem.params.q.dtype, problem.params.head_dim, [&](auto traits, auto small) {
+    with_variant<decltype(traits), decltype(small)>(problem, device, [&](auto chosen) {
+      using Traits = decltype(chosen);
+      const FwdParams p = plan<Traits>(problem, device);
+      bytes = sm80::split_workspace_bytes(p.num_splits, kernel_rows(p), Traits::kHeadDim);
+    });
   });
   return bytes;
 }
@@ -190,8 +224,10 @@ Status launch_sm80(const Problem& problem, void* workspace, cudaStream_t stream)
   cudaDeviceProp device{};
   if (Status s = current_device_properties(&device); !s.ok()) return s;
   Status status = {StatusCode::kUnsupported, "sm80: head_dim has no kernel"};
-  with_traits(problem.params.q.dtype, problem.params.head_dim, [&](auto traits) {
-    status = launch_with<decltype(traits)>(problem, device, workspace, stream);
+  with_traits(problem.params.q.dtype, problem.params.head_dim, [&](auto traits, auto small) {
+    with_variant<decltype(traits), decltype(small)>(problem, device, [&](auto chosen) {
+      status = launch_with<decltype(chosen)>(problem, device, workspace, stream);
+    });
   });
   return status;
 }

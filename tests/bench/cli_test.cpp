@@ -49,7 +49,7 @@ TEST(Cli, RunParsesTargetsProfileOutAndExtraArgs) {
   std::string error;
   ASSERT_TRUE(parse({"run", "--targets", "labs/flashattention", "--profile=full", "--out", "/tmp/x",
                      "--target-extra-arg",
-                     "labs/flashattention:optimized_flashattention=--backend sm80 --num-splits 2",
+                     "labs/flashattention:optimized_flashattention=--backend sm80 --num-splits 2 --tile small",
                      "--check-expectations"},
                     &o, &error))
       << error;
@@ -62,6 +62,7 @@ TEST(Cli, RunParsesTargetsProfileOutAndExtraArgs) {
   const TargetArgs& args = o.target_args.at("labs/flashattention:optimized_flashattention");
   EXPECT_EQ(args.backend.value(), "sm80");
   EXPECT_EQ(args.num_splits, 2);
+  EXPECT_EQ(args.tile, "small");
 }
 
 TEST(Cli, BadInputSaysWhatIsValid) {
@@ -97,9 +98,13 @@ TEST(Cli, BadTargetExtraArgs) {
                      &o, &error));
   EXPECT_NE(error.find("valid"), std::string::npos);
   EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg",
-                      "flashcore:sm80=--tile 64"},
+                      "flashcore:sm80=--stages 2"},
                      &o, &error));
   EXPECT_NE(error.find("--backend NAME"), std::string::npos);
+  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg",
+                      "flashcore:sm80=--tile 64"},
+                     &o, &error));
+  EXPECT_NE(error.find("auto, large or small"), std::string::npos);
   EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore=--backend sm80"},
                      &o, &error));
 }

@@ -74,6 +74,7 @@ const BadCase kBadCases[] = {
     {"negative_softcap", [](AttentionParams& p) { p.softcap = -1.f; }, StatusCode::kInvalidArgument, "softcap"},
     {"nan_scale", [](AttentionParams& p) { p.softmax_scale = std::numeric_limits<float>::quiet_NaN(); }, StatusCode::kInvalidArgument, "softmax_scale"},
     {"negative_splits", [](AttentionParams& p) { p.num_splits = -1; }, StatusCode::kInvalidArgument, "num_splits"},
+    {"unknown_tile", [](AttentionParams& p) { p.tile = static_cast<TileShape>(7); }, StatusCode::kInvalidArgument, "tile"},
     {"offset_overflow", [](AttentionParams& p) { p.k.strides.seq = int64_t{1} << 62; }, StatusCode::kInvalidArgument, "overflow"},
     {"misaligned_lse", [](AttentionParams& p) { p.lse = reinterpret_cast<float*>(uintptr_t{(1ull << 40) + 2}); }, StatusCode::kInvalidArgument, "lse"},
 };

@@ -52,43 +52,55 @@ std::vector<AttentionCase> backend_cases() {
   return cases;
 }
 
-// Runs every backend on one case (with a forced split-KV count when num_splits > 0) and checks
-// it against the float64 reference.
+// One backend (and tile) on one case, checked against the float64 reference.
+void check_backend(const AttentionCase& c, CaseData& data, Backend backend, TileShape tile,
+                   int num_splits) {
+  SCOPED_TRACE(std::string("backend ") + backend_name(backend) + ", tile " +
+               std::to_string(static_cast<int>(tile)));
+  AttentionParams params = data.params(backend);
+  params.num_splits = num_splits;
+  params.tile = tile;
+  const Status can = can_implement(params);
+  if (!can.ok()) {
+    ASSERT_EQ(can.code, StatusCode::kUnsupported) << can.message;
+    EXPECT_EQ(kRequiredHeadDims.count(c.head_dim), 0u)
+        << backend_name(backend) << " must implement head_dim " << c.head_dim << ": " << can.message;
+    std::cout << "[  NOTE    ] " << backend_name(backend) << " rejects " << c.name() << ": "
+              << can.message << "\n";
+    return;
+  }
+  data.poison_outputs();
+  RunInfo info;
+  const Status status = run(params, &info);
+  ASSERT_TRUE(status.ok()) << status.message;
+  EXPECT_EQ(info.backend, backend);
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+
+  bool padding_untouched = false;
+  const std::vector<double> o = data.read_o(&padding_untouched);
+  const std::vector<float> lse = data.read_lse();
+  const Errors e = compare(c, o, data.ref_o(), c.with_lse ? &lse : nullptr, data.ref_lse());
+  EXPECT_EQ(e.nan_count, 0) << "NaN/inf or unwritten elements";
+  EXPECT_EQ(e.masked_row_errors, 0) << "fully masked rows must give O = 0 and LSE = -inf";
+  EXPECT_TRUE(padding_untouched) << "wrote outside O's elements";
+  EXPECT_LE(e.rel_l2, tolerance(c.dtype));
+  if (c.with_lse) {
+    EXPECT_LE(e.lse_max_abs, kLseTolerance);
+  }
+}
+
+// Runs every backend on one case (with a forced split-KV count when num_splits > 0). The sm80
+// backend, the one with a tile choice, also runs with each tile forced, so both of its kernels
+// see every case whichever one auto picks for it on this GPU.
 void check_all_backends(const AttentionCase& c, int num_splits) {
   CaseData data(c);
   data.compute_reference();
   SCOPED_TRACE("seed " + std::to_string(data.seed()) + ", num_splits " + std::to_string(num_splits));
-
   for (Backend backend : backends()) {
-    SCOPED_TRACE(std::string("backend ") + backend_name(backend));
-    AttentionParams params = data.params(backend);
-    params.num_splits = num_splits;
-    const Status can = can_implement(params);
-    if (!can.ok()) {
-      ASSERT_EQ(can.code, StatusCode::kUnsupported) << can.message;
-      EXPECT_EQ(kRequiredHeadDims.count(c.head_dim), 0u)
-          << backend_name(backend) << " must implement head_dim " << c.head_dim << ": " << can.message;
-      std::cout << "[  NOTE    ] " << backend_name(backend) << " rejects " << c.name() << ": "
-                << can.message << "\n";
-      continue;
-    }
-    data.poison_outputs();
-    RunInfo info;
-    const Status status = run(params, &info);
-    ASSERT_TRUE(status.ok()) << status.message;
-    EXPECT_EQ(info.backend, backend);
-    CUDA_ASSERT_OK(cudaDeviceSynchronize());
-
-    bool padding_untouched = false;
-    const std::vector<double> o = data.read_o(&padding_untouched);
-    const std::vector<float> lse = data.read_lse();
-    const Errors e = compare(c, o, data.ref_o(), c.with_lse ? &lse : nullptr, data.ref_lse());
-    EXPECT_EQ(e.nan_count, 0) << "NaN/inf or unwritten elements";
-    EXPECT_EQ(e.masked_row_errors, 0) << "fully masked rows must give O = 0 and LSE = -inf";
-    EXPECT_TRUE(padding_untouched) << "wrote outside O's elements";
-    EXPECT_LE(e.rel_l2, tolerance(c.dtype));
-    if (c.with_lse) {
-      EXPECT_LE(e.lse_max_abs, kLseTolerance);
+    check_backend(c, data, backend, TileShape::kAuto, num_splits);
+    if (backend == Backend::kSm80) {
+      check_backend(c, data, backend, TileShape::kLarge, num_splits);
+      check_backend(c, data, backend, TileShape::kSmall, num_splits);
     }
   }
 }

@@ -33,6 +33,7 @@ struct Knobs {
 struct TargetArgs {
   std::optional<std::string> backend;  // --backend NAME
   int num_splits = 0;                  // --num-splits N (0: the library's heuristic)
+  std::string tile = "auto";           // --tile auto|large|small (flashcore::TileShape)
 };
 
 enum class Command { kHelp, kListTargets, kRun, kCheck };

@@ -133,7 +133,12 @@ Result run_library_target(const Target& t, const std::string& backend_name_reque
   AttentionParams p = data.params(0);
   p.backend = backend;
   p.stream = stream;
-  if (args != nullptr) p.num_splits = args->num_splits;
+  if (args != nullptr) {
+    p.num_splits = args->num_splits;
+    p.tile = args->tile == "large"   ? TileShape::kLarge
+             : args->tile == "small" ? TileShape::kSmall
+                                     : TileShape::kAuto;
+  }
   if (const Status status = can_implement(p); !status.ok()) {
     r.outcome = status.code == StatusCode::kUnsupported ? Outcome::kSkipped : Outcome::kFailed;
     r.reason = status.message;
@@ -159,6 +164,7 @@ Result run_library_target(const Target& t, const std::string& backend_name_reque
     q.backend = backend;
     q.stream = stream;
     q.num_splits = p.num_splits;
+    q.tile = p.tile;
     q.workspace = workspace;
     q.workspace_bytes = workspace_bytes;
     RunInfo info;
