@@ -23,22 +23,26 @@ constexpr int64_t kMaxSeqlen = int64_t{1} << 29;
 constexpr int64_t kMaxGridYZ = 65535;  // heads go to gridDim.y, batch to gridDim.z
 constexpr int64_t kSmallTileMaxWaves = 2;  // see with_variant
 
-// THE instantiation list: fn receives a default-constructed KernelTraits<Element, HeadDim> (the
-// full-grid tile) and KernelTraits<Element, HeadDim, SmallGridTileConfig<HeadDim>>.
+// Both tiles of one (dtype, head dim): the large one and the small-grid one (with_variant picks).
+template <typename Element, int kHeadDim, typename Fn>
+void with_tiles(Fn&& fn) {
+  fn(KernelTraits<Element, kHeadDim>{},
+     KernelTraits<Element, kHeadDim, sm80::SmallGridTileConfig<kHeadDim>>{});
+}
+
+// THE instantiation list: fn receives default-constructed traits of both tiles (with_tiles).
 // Returns false when (dtype, head_dim) has no kernel.
 template <typename Element, typename Fn>
 bool with_head_dim(int64_t head_dim, Fn&& fn) {
   switch (head_dim) {
     case 64:
-      fn(KernelTraits<Element, 64>{}, KernelTraits<Element, 64, sm80::SmallGridTileConfig<64>>{});
+      with_tiles<Element, 64>(fn);
       return true;
     case 128:
-      fn(KernelTraits<Element, 128>{},
-         KernelTraits<Element, 128, sm80::SmallGridTileConfig<128>>{});
+      with_tiles<Element, 128>(fn);
       return true;
     case 256:
-      fn(KernelTraits<Element, 256>{},
-         KernelTraits<Element, 256, sm80::SmallGridTileConfig<256>>{});
+      with_tiles<Element, 256>(fn);
       return true;
     default:
       return false;
