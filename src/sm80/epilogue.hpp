@@ -22,15 +22,18 @@ struct OutputTile {
   }
 };
 
-// One warp's rows (row_warp of the CTA's kRowWarps): O fragments scaled by 1/sum are staged through the warp's own rows of the Q
-// tile in shared memory (no other warp reads them) so that global stores are whole 16-byte
-// chunks, coalesced along the contiguous head dim.
-template <typename Traits>
+// One warp's share of its rows' O: n8 tiles [first_tile, first_tile + kNTiles) of the rows of
+// row_warp (all of them when the warp saw every key; one key group's share after
+// merge_key_groups), scaled by 1/sum, plus LSE when write_lse. The O fragments are staged through
+// the warp's own rows and columns of the Q tile in shared memory (no other warp reads them) so that
+// global stores are whole 16-byte chunks, coalesced along the contiguous head dim.
+template <typename Traits, int kNTiles>
 __device__ __forceinline__ void store_output(const FwdParams& p, const OutputTile& tile,
-                                             char* q_smem, int row_warp, int lane,
-                                             float (&o)[Traits::kWarpMTiles][Traits::kOutNTiles][4],
+                                             char* q_smem, int row_warp, int lane, int first_tile,
+                                             const float (&o)[Traits::kWarpMTiles][kNTiles][4],
                                              const float (&inv_sum)[Traits::kWarpMTiles][2],
-                                             const float (&lse)[Traits::kWarpMTiles][2]) {
+                                             const float (&lse)[Traits::kWarpMTiles][2],
+                                             bool write_lse) {
   using Element = typename Traits::Element;
   constexpr int kChunks = Traits::kChunksPerRow;
   const int g = lane / 4, t = lane % 4;
@@ -44,13 +47,13 @@ __device__ __forceinline__ void store_output(const FwdParams& p, const OutputTil
         const int row = tile.row_begin + warp_row0 + mt * kMmaM + g + 8 * half;
         if (row >= tile.row_end) continue;
         const int64_t index = tile.partial_row_index(p, row);
-        float* out = p.o_partial + index * Traits::kHeadDim;
+        float* out = p.o_partial + index * Traits::kHeadDim + first_tile * kMmaN;
 #pragma unroll
-        for (int dt = 0; dt < Traits::kOutNTiles; ++dt) {
-          *reinterpret_cast<float2*>(out + dt * kMmaN + 2 * t) = make_float2(
-              o[mt][dt][2 * half] * inv_sum[mt][half], o[mt][dt][2 * half + 1] * inv_sum[mt][half]);
+        for (int j = 0; j < kNTiles; ++j) {
+          *reinterpret_cast<float2*>(out + j * kMmaN + 2 * t) = make_float2(
+              o[mt][j][2 * half] * inv_sum[mt][half], o[mt][j][2 * half + 1] * inv_sum[mt][half]);
         }
-        if (t == 0) p.lse_partial[index] = lse[mt][half];
+        if (write_lse && t == 0) p.lse_partial[index] = lse[mt][half];
       }
     }
     return;
@@ -62,27 +65,28 @@ __device__ __forceinline__ void store_output(const FwdParams& p, const OutputTil
     for (int half = 0; half < 2; ++half) {
       const int local_row = warp_row0 + mt * kMmaM + g + 8 * half;
 #pragma unroll
-      for (int dt = 0; dt < Traits::kOutNTiles; ++dt) {
+      for (int j = 0; j < kNTiles; ++j) {
         // n8 tile dt is exactly chunk dt; this lane's two columns are bytes 4t..4t+3 of it.
-        *reinterpret_cast<uint32_t*>(q_smem + chunk_offset<kChunks>(local_row, dt) + 4 * t) =
-            pack2<Element>(o[mt][dt][2 * half] * inv_sum[mt][half],
-                           o[mt][dt][2 * half + 1] * inv_sum[mt][half]);
+        *reinterpret_cast<uint32_t*>(q_smem + chunk_offset<kChunks>(local_row, first_tile + j) +
+                                     4 * t) =
+            pack2<Element>(o[mt][j][2 * half] * inv_sum[mt][half],
+                           o[mt][j][2 * half + 1] * inv_sum[mt][half]);
       }
       const int row = tile.row_begin + local_row;
-      if (p.lse != nullptr && t == 0 && row < tile.row_end)
+      if (write_lse && p.lse != nullptr && t == 0 && row < tile.row_end)
         p.lse[tile.row_index(p, row)] = lse[mt][half];
     }
   }
   __syncwarp();
 
   Element* o_base = static_cast<Element*>(p.o) + tile.batch * p.o_batch + tile.head * p.o_head;
-  constexpr int kWarpChunks = Traits::kWarpRows * kChunks;
+  constexpr int kWarpChunks = Traits::kWarpRows * kNTiles;
   static_assert(kWarpChunks % kWarpSize == 0, "every lane stores the same number of chunks");
 #pragma unroll
   for (int i = 0; i < kWarpChunks / kWarpSize; ++i) {
     const int idx = lane + i * kWarpSize;
-    const int local_row = warp_row0 + idx / kChunks;
-    const int chunk = idx % kChunks;
+    const int local_row = warp_row0 + idx / kNTiles;
+    const int chunk = first_tile + idx % kNTiles;
     const int row = tile.row_begin + local_row;
     if (row >= tile.row_end) continue;
     *reinterpret_cast<uint4*>(o_base + row * p.o_seq + chunk * kChunkElems) =

@@ -7,8 +7,9 @@
 //  - kStages == 1: one K and one V tile, two barriers per KV step (FlashAttention-2): V lands while
 //    the warps run QK^T and the softmax, the next K lands while they run PV. Fewest registers
 //    (loads are issued where S is dead), for the register-bound hd128/hd256 tiles.
-//  - kStages >= 2: a ring of kStages K/V pairs, one barrier per step, loads kStages - 1 steps
+//  - kStages >= 2: a ring of kStages K/V pairs, one barrier per step, refilled kStages - 1 steps
 //    ahead: hides more load latency behind the short hd64 steps.
+// Either way the prologue fills every buffer (V[0] too, or the whole ring) before the first wait.
 #pragma once
 
 #include <cstdint>
@@ -20,12 +21,16 @@
 #include "sm80/mainloop.hpp"
 #include "sm80/softmax.hpp"
 #include "sm80/tile_io.hpp"
+#include "sm80/tile_scheduler.hpp"
 
 namespace flashcore::sm80 {
 
 // KV blocks [begin, end) one CTA visits: the union of what its rows can see (blocks outside are
 // skipped, never loaded), then this split's even share of it.
 struct KvBlockRange {
+  int begin, end;
+};
+struct KeyRange {
   int begin, end;
 };
 
@@ -52,16 +57,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   char* const kv_smem = smem + Traits::kQBytes;  // [stage][K, V]
 
   const int tid = threadIdx.x;
-  const int warp = tid / kWarpSize;
-  const int lane = tid % kWarpSize;
-  // Warp roles: the warps of one key group split the rows, the key groups split each K/V tile.
-  const int row_warp = warp % Traits::kRowWarps;
-  const int key_group = warp / Traits::kRowWarps;
-  // Later query tiles see more keys under a causal mask; launching them first shortens the tail.
-  const int m_block = p.num_m_blocks - 1 - static_cast<int>(blockIdx.x) / p.num_splits;
-  const OutputTile tile{static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y),
-                        m_block * Traits::kBlockM, min((m_block + 1) * Traits::kBlockM, p.seqlen_q),
-                        static_cast<int>(blockIdx.x) % p.num_splits};
+  const WarpRole role = warp_role<Traits>(tid);
+  const int lane = role.lane, row_warp = role.row_warp, key_group = role.key_group;
+  const OutputTile tile = output_tile<Traits>(p, fresh_thread_index());
 
   const KvBlockRange range = kv_block_range<Traits>(p, tile.row_begin, tile.row_end, tile.split);
   if (range.begin == range.end) {
@@ -110,6 +108,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     return key0 < p.mask.block_end_key(tile.row_end) &&
            key0 + Traits::kBlockN > p.mask.block_first_key(tile.row_begin);
   };
+  // Keys every row of the CTA sees (WindowMask::tile_fully_visible of the whole row range, taken
+  // once): two loop-invariant ints instead of the mask arithmetic per step.
+  const KeyRange full_keys{p.mask.first_key(tile.row_end - 1), p.mask.end_key(tile.row_begin)};
   // S = QK^T of one block through the softmax, as P fragments (warps with rows only).
   auto scores = [&](int block, const char* k_tile, ProbFragT& probs) {
     const int key0 = block * Traits::kBlockKV + key_group * Traits::kBlockN;
@@ -118,24 +119,34 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     if (p.prescale) prescale_scores<Traits>(p, s);
     // Interior tiles of the mask (and every tile without one, except the key tail) skip the
     // per-element test.
-    if (!p.mask.tile_fully_visible(tile.row_begin, tile.row_end, key0, key0 + Traits::kBlockN))
+    if (key0 < full_keys.begin || key0 + Traits::kBlockN > full_keys.end)
       mask_scores<Traits>(p, tile.row_begin + warp_row0, key0, lane, s);
     softmax.update(s, o, p.exp_factor);
     pack_probabilities<Traits>(s, probs);
   };
 
-  // Q rides in the first cp.async group.
+  // Q rides in the first cp.async group. Every K/V buffer is free at the start, so the prologue
+  // fills them all rather than issuing the second load only after the first wait.
   load_tile_async<Traits, Traits::kBlockM>(q_smem, q, p.q_seq, tile.row_end - tile.row_begin, tid);
   if constexpr (Traits::kStages == 1) {
     load_k(range.begin, 0);
     cute::cp_async_fence();
+    load_v(range.begin, 0);
+    cute::cp_async_fence();
     for (int block = range.begin; block < range.end; ++block) {
-      // Only K[block] is in flight: once it lands, this barrier also tells every warp that all
-      // warps are done with V[block - 1], so V[block] may overwrite it.
-      cute::cp_async_wait<0>();
+      // Step 0: K and V are in flight, wait for K. Later steps: only K[block] is in flight; once it
+      // lands, this barrier also tells every warp that all warps are done with V[block - 1], so
+      // V[block] may overwrite it.
+      if (block == range.begin) {
+        cute::cp_async_wait<1>();
+      } else {
+        cute::cp_async_wait<0>();
+      }
       __syncthreads();
-      load_v(block, 0);
-      cute::cp_async_fence();
+      if (block != range.begin) {
+        load_v(block, 0);
+        cute::cp_async_fence();
+      }
       ProbFragT probs;
       const bool compute = warp_has_rows && slice_visible(block);
       if (compute) scores(block, kv_smem, probs);
@@ -149,11 +160,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       if (compute) gemm_pv<Traits>(kv_smem + Traits::kKVTileBytes + slice_offset, lane, probs, o);
     }
   } else {
-    // kStages - 1 groups are committed up front (empty past the range) so that step i always
-    // waits for group i with the same count.
+    // One group per block, kStages of them up front (empty past the range), then one per step
+    // from step 1 on: block i is always group i.
     const int num_blocks = range.end - range.begin;
 #pragma unroll
-    for (int stage = 0; stage < Traits::kStages - 1; ++stage) {
+    for (int stage = 0; stage < Traits::kStages; ++stage) {
       if (stage < num_blocks) {
         load_k(range.begin + stage, stage);
         load_v(range.begin + stage, stage);
@@ -161,16 +172,23 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       cute::cp_async_fence();
     }
     for (int i = 0; i < num_blocks; ++i) {
-      // Block i has landed once at most kStages - 2 newer groups are pending; the barrier also
-      // tells every warp that stage (i - 1) % kStages, refilled next, is no longer being read.
-      cute::cp_async_wait<Traits::kStages - 2>();
-      __syncthreads();
-      const int prefetch = i + Traits::kStages - 1;
-      if (prefetch < num_blocks) {
-        load_k(range.begin + prefetch, prefetch % Traits::kStages);
-        load_v(range.begin + prefetch, prefetch % Traits::kStages);
+      // Block i has landed once at most kStages - 1 (step 0) or kStages - 2 (later steps) newer
+      // groups are pending. From step 1 on the barrier also tells every warp that stage
+      // (i - 1) % kStages, refilled next, is no longer being read.
+      if (i == 0) {
+        cute::cp_async_wait<Traits::kStages - 1>();
+      } else {
+        cute::cp_async_wait<Traits::kStages - 2>();
       }
-      cute::cp_async_fence();
+      __syncthreads();
+      if (i > 0) {
+        const int prefetch = i + Traits::kStages - 1;
+        if (prefetch < num_blocks) {
+          load_k(range.begin + prefetch, prefetch % Traits::kStages);
+          load_v(range.begin + prefetch, prefetch % Traits::kStages);
+        }
+        cute::cp_async_fence();
+      }
       if (!warp_has_rows || !slice_visible(range.begin + i)) continue;
       const char* k_tile = kv_smem + (i % Traits::kStages) * 2 * Traits::kKVTileBytes;
       ProbFragT probs;
@@ -178,17 +196,28 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       gemm_pv<Traits>(k_tile + Traits::kKVTileBytes + slice_offset, lane, probs, o);
     }
   }
-  if constexpr (Traits::kKeyGroups > 1) {
-    // Groups 1.. hand their states to group 0 and are done.
-    merge_key_groups<Traits>(smem, row_warp, key_group, lane, p.exp_factor, softmax, o);
-    if (key_group > 0) return;
-  }
-  if (!warp_has_rows) return;
-
   float inv_sum[Traits::kWarpMTiles][2];
   float lse[Traits::kWarpMTiles][2];
-  softmax.finalize(p.exp_factor, inv_sum, lse);
-  store_output<Traits>(p, tile, q_smem, row_warp, lane, o, inv_sum, lse);
+  // The epilogue's tile and warp role, re-derived (see fresh_thread_index).
+  const ThreadIndex now = fresh_thread_index();
+  const OutputTile out_tile = output_tile<Traits>(p, now);
+  const WarpRole out_role = warp_role<Traits>(now.tid);
+  if constexpr (Traits::kKeyGroups > 1) {
+    // Every warp merges and stores its key group's share of the columns; LSE comes from group 0.
+    float merged[Traits::kWarpMTiles][kMergeNTiles<Traits>][4];
+    merge_key_groups<Traits>(smem, out_role.row_warp, out_role.key_group, out_role.lane,
+                             p.exp_factor, softmax, o, merged);
+    if (!warp_has_rows) return;
+    softmax.finalize(p.exp_factor, inv_sum, lse);
+    store_output<Traits, kMergeNTiles<Traits>>(
+        p, out_tile, q_smem, out_role.row_warp, out_role.lane,
+        out_role.key_group * kMergeNTiles<Traits>, merged, inv_sum, lse, out_role.key_group == 0);
+  } else {
+    if (!warp_has_rows) return;
+    softmax.finalize(p.exp_factor, inv_sum, lse);
+    store_output<Traits, Traits::kOutNTiles>(p, out_tile, q_smem, out_role.row_warp,
+                                             out_role.lane, 0, o, inv_sum, lse, true);
+  }
 }
 
 }  // namespace flashcore::sm80

@@ -1,8 +1,12 @@
 // Key groups (SmallGridTileConfig): the kKeyGroups warps that own the same query rows each ran the
-// online softmax over their own key slices. Their states merge like split-KV partials, but in
-// registers and shared memory: with M = max_g m_g and c_g = exp2((m_g - M) * factor),
-// sum = sum_g c_g * sum_g' and O = sum_g c_g * O_g, all still unnormalized, so the epilogue that
-// follows is the one of a single warp.
+// online softmax over their own key slices. Their states merge like split-KV partials, in shared
+// memory: with M = max_g m_g and c_g = exp2((m_g - M) * factor), sum = sum_g c_g * sum_g and
+// O = sum_g c_g * O_g, still unnormalized.
+//
+// Every warp of the CTA takes part: warp (row_warp, key_group) merges and then stores only its
+// share of the columns, n8 tiles [key_group * kMergeNTiles, +kMergeNTiles). On the launch-bound
+// small grids this tail is on the critical path; one warp per row tile folding in every other
+// group and storing all columns made it about a quarter of the kernel (B1 H8 S512, docs/perf.md v6).
 #pragma once
 
 #include "sm80/kernel_traits.hpp"
@@ -10,6 +14,9 @@
 #include "sm80/softmax.hpp"
 
 namespace flashcore::sm80 {
+
+template <typename Traits>
+inline constexpr int kMergeNTiles = Traits::kOutNTiles / Traits::kKeyGroups;
 
 // One warp's softmax state as it sits in shared memory: every value in fragment order with the
 // lane index innermost, so each store and load of a warp touches 32 consecutive floats.
@@ -23,26 +30,36 @@ struct KeyGroupState {
 };
 
 template <typename Traits>
-inline constexpr int kKeyGroupMergeBytes =
-    (Traits::kKeyGroups - 1) * Traits::kRowWarps* static_cast<int>(sizeof(KeyGroupState<Traits>));
-
-// Called by every warp of the CTA (it holds two CTA barriers). Warps of key groups 1.. publish
-// their states into `smem` (the CTA's whole buffer: Q and K/V are no longer read once every warp
-// passed the first barrier), and the warps of group 0 fold them into theirs, then wait for each
-// other, since the epilogue stages O through the Q tile that the states overlap. Warps without
-// rows carry the empty state (max -inf, sum 0, O 0), which merges as weight 0.
-template <typename Traits>
-__device__ __forceinline__ void merge_key_groups(char* smem, int row_warp, int key_group, int lane,
-                                                 float factor,
-                                                 OnlineSoftmax<Traits::kWarpMTiles>& softmax,
-                                                 OutFrag<Traits>& o) {
-  static_assert(kKeyGroupMergeBytes<Traits> <= Traits::kSmemBytes,
-                "the merge fits in the CTA's shared memory");
+struct KeyGroupMerge {
   using State = KeyGroupState<Traits>;
-  State* states = reinterpret_cast<State*>(smem);  // [key_group - 1][row_warp]
-  __syncthreads();                                 // every warp is done reading Q and K/V
-  if (key_group > 0) {
-    State& mine = states[(key_group - 1) * Traits::kRowWarps + row_warp];
+  static constexpr int kStatesBytes =
+      Traits::kKeyGroups * Traits::kRowWarps * static_cast<int>(sizeof(State));
+  // The states go after the Q tile when they fit, so the epilogue can stage O in the Q tile while
+  // other warps still read states; otherwise (hd256) they start at 0 and a barrier separates the
+  // two.
+  static constexpr bool kAfterQ = Traits::kQBytes + kStatesBytes <= Traits::kSmemBytes;
+  static constexpr int kStatesOffset = kAfterQ ? Traits::kQBytes : 0;
+  static_assert(kStatesOffset + kStatesBytes <= Traits::kSmemBytes,
+                "the merge fits in the CTA's shared memory");
+  static_assert(Traits::kOutNTiles % Traits::kKeyGroups == 0, "groups split the n8 tiles evenly");
+};
+
+// Called by every warp of the CTA (it holds two or three CTA barriers). On return `softmax` holds
+// the merged max and this lane's share of the merged sum, and `merged` this warp's columns of the
+// merged O. Warps without rows carry the empty state (max -inf, sum 0, O 0), which merges as
+// weight 0.
+template <typename Traits>
+__device__ __forceinline__ void merge_key_groups(
+    char* smem, int row_warp, int key_group, int lane, float factor,
+    OnlineSoftmax<Traits::kWarpMTiles>& softmax, const OutFrag<Traits>& o,
+    float (&merged)[Traits::kWarpMTiles][kMergeNTiles<Traits>][4]) {
+  using Merge = KeyGroupMerge<Traits>;
+  using State = typename Merge::State;
+  constexpr int kGroups = Traits::kKeyGroups;
+  State* states = reinterpret_cast<State*>(smem + Merge::kStatesOffset);  // [key_group][row_warp]
+  __syncthreads();  // every warp is done reading Q and K/V
+  {
+    State& mine = states[key_group * Traits::kRowWarps + row_warp];
 #pragma unroll
     for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
 #pragma unroll
@@ -59,39 +76,45 @@ __device__ __forceinline__ void merge_key_groups(char* smem, int row_warp, int k
     }
   }
   __syncthreads();
-  if (key_group > 0) return;
-#pragma unroll 1
-  for (int g = 1; g < Traits::kKeyGroups; ++g) {
-    const State& other = states[(g - 1) * Traits::kRowWarps + row_warp];
+  const int first_tile = key_group * kMergeNTiles<Traits>;
 #pragma unroll
-    for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
+  for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float mine_max = softmax.row_max[mt][half];
-        const float other_max = other.row_max[mt * 2 + half][lane];
-        const float new_max = fmaxf(mine_max, other_max);
-        // As in OnlineSoftmax::update: a row no group has seen a key of keeps max -inf, and
-        // subtracting 0 then gives exp2(-inf) = 0 weights instead of NaN.
-        const float base = new_max == -INFINITY ? 0.f : new_max * factor;
-        const float mine_weight = fast_exp2(fmaf(mine_max, factor, -base));
-        const float other_weight = fast_exp2(fmaf(other_max, factor, -base));
-        softmax.row_max[mt][half] = new_max;
-        softmax.row_sum[mt][half] = softmax.row_sum[mt][half] * mine_weight +
-                                    other.row_sum[mt * 2 + half][lane] * other_weight;
+    for (int half = 0; half < 2; ++half) {
+      float group_max[kGroups];
+      float new_max = -INFINITY;
 #pragma unroll
-        for (int dt = 0; dt < Traits::kOutNTiles; ++dt) {
+      for (int g = 0; g < kGroups; ++g) {
+        group_max[g] = states[g * Traits::kRowWarps + row_warp].row_max[mt * 2 + half][lane];
+        new_max = fmaxf(new_max, group_max[g]);
+      }
+      // As in OnlineSoftmax::update: a row no group has seen a key of keeps max -inf, and
+      // subtracting 0 then gives exp2(-inf) = 0 weights instead of NaN.
+      const float base = new_max == -INFINITY ? 0.f : new_max * factor;
+      float weight[kGroups];
+      float sum = 0.f;
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = o[mt][dt][2 * half + e];
-            x = x * mine_weight +
-                other.o[(mt * Traits::kOutNTiles + dt) * 4 + 2 * half + e][lane] * other_weight;
-          }
+      for (int g = 0; g < kGroups; ++g) {
+        weight[g] = fast_exp2(fmaf(group_max[g], factor, -base));
+        sum += states[g * Traits::kRowWarps + row_warp].row_sum[mt * 2 + half][lane] * weight[g];
+      }
+      softmax.row_max[mt][half] = new_max;
+      softmax.row_sum[mt][half] = sum;
+#pragma unroll
+      for (int j = 0; j < kMergeNTiles<Traits>; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int value = (mt * Traits::kOutNTiles + first_tile + j) * 4 + 2 * half + e;
+          float x = 0.f;
+#pragma unroll
+          for (int g = 0; g < kGroups; ++g)
+            x = fmaf(states[g * Traits::kRowWarps + row_warp].o[value][lane], weight[g], x);
+          merged[mt][j][2 * half + e] = x;
         }
       }
     }
   }
-  // Named barrier 1 (0 is __syncthreads) over group 0's warps only: groups 1.. have returned.
-  asm volatile("bar.sync 1, %0;" ::"n"(Traits::kRowWarps * kWarpSize) : "memory");
+  if constexpr (!Merge::kAfterQ) __syncthreads();  // the epilogue stages O over the states
 }
 
 }  // namespace flashcore::sm80
