@@ -42,6 +42,8 @@ def attention(
     softcap=0.0,
     return_lse=False,
     backend="auto",
+    num_splits=0,
+    tile="auto",
     out=None,
     lse_out=None,
     stream=None,
@@ -56,6 +58,11 @@ def attention(
     softmax_scale (None = 1/sqrt(head_dim)) mean what they mean in flash_attn_func.
     return_lse: also return the log-sum-exp, float32 [batch, heads_q, seqlen_q].
     backend: "auto" or one of providers().
+    num_splits: split-KV count of the tensor-core kernel (sm80): 0 picks one from the SM count and
+    the sizes, 1 turns splitting off, n > 1 splits the keys across n CTAs per query tile.
+    tile: that kernel's CTA tile, "auto", "large" or "small" (32-row CTAs whose warps split the
+    keys; auto takes it when the large tile's grid leaves SMs idle). Both are for tuning and
+    tests; every choice computes the same attention.
     out / lse_out: arrays to write into; allocated when omitted (torch: torch.empty; other
     arrays: their __array_namespace__'s empty_like / empty).
     stream: the cudaStream_t as an int; default: torch's current stream for torch tensors, else 0
@@ -76,12 +83,17 @@ def attention(
             raise ValueError("softmax_scale is 0; pass None for the default 1/sqrt(head_dim)")
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a str ('auto' or one of providers()), got {backend!r}")
+    if isinstance(num_splits, bool) or not isinstance(num_splits, int):
+        raise TypeError(f"num_splits must be an int (0 = heuristic), got {num_splits!r}")
+    if not isinstance(tile, str):
+        raise TypeError(f"tile must be a str ('auto', 'large' or 'small'), got {tile!r}")
+    kernel = (backend, int(num_splits), tile)
     causal = bool(causal)
     softcap = float(softcap)
 
     if torch is not None and isinstance(q, torch.Tensor):
         return _ops.attention(
-            q, k, v, causal, scale, window, softcap, return_lse, backend, out, lse_out, stream
+            q, k, v, causal, scale, window, softcap, return_lse, kernel, out, lse_out, stream
         )
 
     for name, array in (("q", q), ("k", k), ("v", v)):
@@ -113,7 +125,7 @@ def attention(
         causal,
         window,
         softcap,
-        backend,
+        kernel,
         0 if stream is None else int(stream),
     )
     return (out, lse_out) if return_lse else out

@@ -32,23 +32,24 @@ def native():
     return _native
 
 
-def run(q, k, v, out, lse, softmax_scale, causal, window, softcap, backend, stream, workspace=None):
+def run(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel, stream, workspace=None):
     """Validates and launches on `stream` (an int cudaStream_t); records the provider that ran.
 
-    workspace: a device array of at least workspace_size(...) bytes, or None to let the library
-    allocate it stream-ordered (slow for large sizes: the pool gives it back at every sync)."""
+    kernel: (backend, num_splits, tile). workspace: a device array of at least
+    workspace_size(...) bytes, or None to let the library allocate it stream-ordered (slow for
+    large sizes: the pool gives it back at every sync)."""
     provider = native().attention(
-        q, k, v, out, lse, softmax_scale, causal, window[0], window[1], softcap, backend, stream,
+        q, k, v, out, lse, softmax_scale, causal, window[0], window[1], softcap, *kernel, stream,
         workspace,
     )
     _state.provider = provider
     return provider
 
 
-def workspace_size(q, k, v, out, lse, softmax_scale, causal, window, softcap, backend):
+def workspace_size(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel):
     """Bytes of device workspace that run() needs for these arguments (0 for most kernels)."""
     return native().workspace_size(
-        q, k, v, out, lse, softmax_scale, causal, window[0], window[1], softcap, backend
+        q, k, v, out, lse, softmax_scale, causal, window[0], window[1], softcap, *kernel
     )
 
 

@@ -16,10 +16,10 @@ def _lse_shape(q):
     return (q.shape[0], q.shape[2], q.shape[1])
 
 
-def _workspace(q, k, v, out, lse, softmax_scale, causal, window, softcap, backend):
+def _workspace(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel):
     """The workspace from torch's caching allocator (stream-ordered on the current stream), or
     None when the chosen kernel needs none."""
-    size = _core.workspace_size(q, k, v, out, lse, softmax_scale, causal, window, softcap, backend)
+    size = _core.workspace_size(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel)
     return torch.empty(size, dtype=torch.uint8, device=q.device) if size else None
 
 
@@ -38,6 +38,8 @@ def attention_op(
     window_right: int,
     softcap: float,
     backend: str,
+    num_splits: int = 0,
+    tile: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns (out, lse): out like q but contiguous BSHD, lse float32 [batch, heads_q, seqlen_q].
 
@@ -46,23 +48,28 @@ def attention_op(
     lse = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     window = (window_left, window_right)
-    workspace = _workspace(q, k, v, out, lse, softmax_scale, causal, window, softcap, backend)
+    kernel = (backend, num_splits, tile)
+    workspace = _workspace(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel)
     _core.run(
-        q, k, v, out, lse, softmax_scale, causal, window, softcap, backend, _current_stream(q),
+        q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel, _current_stream(q),
         workspace,
     )
     return out, lse
 
 
 @attention_op.register_fake
-def _attention_fake(q, k, v, causal, softmax_scale, window_left, window_right, softcap, backend):
+def _attention_fake(
+    q, k, v, causal, softmax_scale, window_left, window_right, softcap, backend, num_splits=0,
+    tile="auto",
+):
     return q.new_empty(q.shape), q.new_empty(_lse_shape(q), dtype=torch.float32)
 
 
 def attention(
-    q, k, v, causal, softmax_scale, window, softcap, return_lse, backend, out, lse_out, stream
+    q, k, v, causal, softmax_scale, window, softcap, return_lse, kernel, out, lse_out, stream
 ):
-    """flashcore.attention for torch tensors (arguments already normalized)."""
+    """flashcore.attention for torch tensors (arguments already normalized; kernel is
+    (backend, num_splits, tile))."""
     if torch.compiler.is_compiling():
         if stream is not None:
             raise ValueError(
@@ -70,7 +77,7 @@ def attention(
                 "current stream (use torch.cuda.stream(...))"
             )
         o, lse = attention_op(
-            q, k, v, causal, softmax_scale, window[0], window[1], softcap, backend
+            q, k, v, causal, softmax_scale, window[0], window[1], softcap, *kernel
         )
         if out is not None:
             o = out.copy_(o)
@@ -95,11 +102,11 @@ def attention(
         lse_out = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
     # Detached views go to the extension; the caller gets back the very out/lse_out it passed.
     args = (q.detach(), k.detach(), v.detach(), out.detach(), lse_out.detach() if return_lse else None)
-    workspace = _workspace(*args, softmax_scale, causal, window, softcap, backend)
+    workspace = _workspace(*args, softmax_scale, causal, window, softcap, kernel)
     if stream is None:
         stream = _current_stream(q)
     elif workspace is not None:
         # Allocated on the current stream but used on `stream`: keep it from being reused early.
         workspace.record_stream(torch.cuda.ExternalStream(int(stream), device=q.device))
-    _core.run(*args, softmax_scale, causal, window, softcap, backend, int(stream), workspace)
+    _core.run(*args, softmax_scale, causal, window, softcap, kernel, int(stream), workspace)
     return (out, lse_out) if return_lse else out

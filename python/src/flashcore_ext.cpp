@@ -10,6 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -182,6 +183,13 @@ class DeviceGuard {
   bool restore_ = false;
 };
 
+flashcore::TileShape tile_from(const std::string& name) {
+  if (name == "auto") return flashcore::TileShape::kAuto;
+  if (name == "large") return flashcore::TileShape::kLarge;
+  if (name == "small") return flashcore::TileShape::kSmall;
+  throw nb::value_error(("tile '" + name + "' is unknown; use 'auto', 'large' or 'small'").c_str());
+}
+
 // Returns the provider that ran. Raises TypeError for dtypes, ValueError for every other bad
 // argument (before anything is launched) and RuntimeError for CUDA failures.
 // Checks what only the array objects know and builds the params (device current = *device).
@@ -189,8 +197,15 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
                                        const MutableArray& out, const std::optional<MutableArray>& lse,
                                        float softmax_scale, bool causal, int64_t window_left,
                                        int64_t window_right, float softcap, const std::string& backend,
+                                       int64_t num_splits, const std::string& tile,
                                        std::uintptr_t stream, int* device_out) {
   const flashcore::Backend chosen = backend_from(backend);
+  const flashcore::TileShape tile_shape = tile_from(tile);
+  if (num_splits < 0 || num_splits > std::numeric_limits<int>::max()) {
+    throw nb::value_error(("num_splits is " + std::to_string(num_splits) +
+                           "; use 0 (heuristic), 1 (off) or a split count")
+                              .c_str());
+  }
   constexpr const char* kLayout = "[batch, seqlen, heads, head_dim] (BSHD; pass BHSD through strides)";
   check_rank("q", q, 4, kLayout);
   check_rank("k", k, 4, kLayout);
@@ -287,6 +302,8 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
   params.window_right = window_right;
   params.softcap = softcap;
   params.backend = chosen;
+  params.num_splits = static_cast<int>(num_splits);
+  params.tile = tile_shape;
   params.stream = reinterpret_cast<cudaStream_t>(stream);
   *device_out = device;
   return params;
@@ -298,10 +315,11 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
 size_t workspace_size(const Array& q, const Array& k, const Array& v, const MutableArray& out,
                       std::optional<MutableArray> lse, float softmax_scale, bool causal,
                       int64_t window_left, int64_t window_right, float softcap,
-                      const std::string& backend) {
+                      const std::string& backend, int64_t num_splits, const std::string& tile) {
   int device = 0;
-  const flashcore::AttentionParams params = make_params(
-      q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap, backend, 0, &device);
+  const flashcore::AttentionParams params =
+      make_params(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
+                  backend, num_splits, tile, 0, &device);
   flashcore::Status status;
   size_t bytes = 0;
   {
@@ -319,12 +337,12 @@ size_t workspace_size(const Array& q, const Array& k, const Array& v, const Muta
 std::string attention(const Array& q, const Array& k, const Array& v, const MutableArray& out,
                       std::optional<MutableArray> lse, float softmax_scale, bool causal,
                       int64_t window_left, int64_t window_right, float softcap,
-                      const std::string& backend, std::uintptr_t stream,
-                      std::optional<MutableArray> workspace) {
+                      const std::string& backend, int64_t num_splits, const std::string& tile,
+                      std::uintptr_t stream, std::optional<MutableArray> workspace) {
   int device = 0;
   flashcore::AttentionParams params =
       make_params(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
-                  backend, stream, &device);
+                  backend, num_splits, tile, stream, &device);
   if (workspace) {
     check_device("workspace", *workspace, device);
     params.workspace = workspace->data();
@@ -348,11 +366,11 @@ std::string attention(const Array& q, const Array& k, const Array& v, const Muta
 NB_MODULE(_flashcore, m) {
   m.doc() = "flashcore native extension: fused attention over DLPack arrays";
   m.def("attention", &attention, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), "softmax_scale"_a,
-        "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a, "stream"_a,
-        "workspace"_a.none() = nb::none(),
+        "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a, "num_splits"_a,
+        "tile"_a, "stream"_a, "workspace"_a.none() = nb::none(),
         "Runs attention into out (and lse) on the given CUDA stream; returns the provider.");
   m.def("workspace_size", &workspace_size, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(),
         "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a,
-        "Bytes of device workspace attention() needs for these arguments.");
+        "num_splits"_a, "tile"_a, "Bytes of device workspace attention() needs for these arguments.");
   m.def("providers", &provider_names, "Names of the backends compiled into this build.");
 }

@@ -150,6 +150,23 @@ def test_every_provider(provider, dtype, mask, head_dim):
     assert_lse_matches(lse, q, k, v, **options)
 
 
+@pytest.mark.parametrize("tile", ["auto", "large", "small"])
+@pytest.mark.parametrize("num_splits", [0, 1, 3])
+@pytest.mark.parametrize("mask", ["none", "causal", "window"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_tile_and_split_choices(tile, num_splits, mask, head_dim):
+    # A small grid (auto picks the small tile and splits keys), ragged lengths, GQA: every forced
+    # choice must compute the same attention.
+    options = MASKS[mask]
+    q, k, v = inputs(1, 77, 517, 4, 2, head_dim, torch.float16)
+    out, lse = flashcore.attention(
+        q, k, v, backend="sm80", num_splits=num_splits, tile=tile, return_lse=True, **options
+    )
+    assert flashcore.last_provider() == "sm80"
+    assert_matches(out, q, k, v, **options)
+    assert_lse_matches(lse, q, k, v, **options)
+
+
 def test_scale_and_bhsd_strides_and_out():
     q, k, v = inputs(2, 96, 96, 4, 4, 64, torch.bfloat16)
     # BHSD storage, passed as BSHD views: no copy.
@@ -165,6 +182,9 @@ def test_custom_op_opcheck():
     q, k, v = inputs(1, 64, 64, 4, 2, 64, torch.float16)
     torch.library.opcheck(
         torch.ops.flashcore.attention.default, (q, k, v, True, 0.0, -1, -1, 0.0, "auto")
+    )
+    torch.library.opcheck(
+        torch.ops.flashcore.attention.default, (q, k, v, True, 0.0, -1, -1, 0.0, "auto", 2, "small")
     )
 
 
