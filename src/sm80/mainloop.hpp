@@ -29,10 +29,8 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
 
 // S = Q K^T for the warp's rows. Q rows are the A operand (ldmatrix.x4: matrices rows 0-7/8-15 x
 // cols lo/hi, so lane l addresses row l%16, chunk 2kk + l/16). K rows are keys, i.e. B^T, so plain
-// ldmatrix gives B: one x4 covers two n8 key tiles (matrices: keys 0-7 dims lo, keys 8-15 dims lo,
-// keys 0-7 dims hi, keys 8-15 dims hi), lane l addressing key l%16, chunk 2kk + l/16: the pattern
-// of Q and of V in gemm_pv, so K and V fragments share their lane offsets (four registers fewer
-// than a K-specific pattern, where the large tiles have none to spare).
+// ldmatrix gives B: one x4 covers two n8 key tiles (matrices: keys 0-7 dims lo, keys 0-7 dims hi,
+// keys 8-15 dims lo, keys 8-15 dims hi; lane l addresses key l%8 + 8*(l/16), chunk 2kk + (l/8)%2).
 template <typename Traits>
 __device__ __forceinline__ void gemm_qk(const char* q_smem, const char* k_smem, int warp_row0,
                                         int lane, ScoreFrag<Traits>& s) {
@@ -44,25 +42,26 @@ __device__ __forceinline__ void gemm_qk(const char* q_smem, const char* k_smem, 
       s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
     }
   }
-  // Every row below is a multiple of 16 plus lane % 16, so row & 7 == lane % 8.
-  const int lane_xor = (lane % 8) ^ (lane / 16);
+  // Every row below is a multiple of 8 plus the lane part, so row & 7 == lane % 8.
+  const int q_xor = (lane % 8) ^ (lane / 16);
+  const int k_xor = (lane % 8) ^ ((lane / 8) % 2);
 #pragma unroll
   for (int kk = 0; kk < Traits::kHeadDim / kMmaK; ++kk) {
     uint32_t q_frag[Traits::kWarpMTiles][4];
 #pragma unroll
     for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
-      ldsm_x4(q_smem,
-              fragment_offset<kChunks>(warp_row0 + mt * kMmaM + lane % 16, 2 * kk, lane_xor),
+      ldsm_x4(q_smem, fragment_offset<kChunks>(warp_row0 + mt * kMmaM + lane % 16, 2 * kk, q_xor),
               q_frag[mt]);
     }
 #pragma unroll
     for (int np = 0; np < Traits::kScoreNTiles / 2; ++np) {
       uint32_t k_frag[4];
-      ldsm_x4(k_smem, fragment_offset<kChunks>(np * 16 + lane % 16, 2 * kk, lane_xor), k_frag);
+      ldsm_x4(k_smem, fragment_offset<kChunks>(np * 16 + lane % 8 + 8 * (lane / 16), 2 * kk, k_xor),
+              k_frag);
 #pragma unroll
       for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
-        mma<Traits>(s[mt][2 * np], q_frag[mt], k_frag[0], k_frag[2]);
-        mma<Traits>(s[mt][2 * np + 1], q_frag[mt], k_frag[1], k_frag[3]);
+        mma<Traits>(s[mt][2 * np], q_frag[mt], k_frag[0], k_frag[1]);
+        mma<Traits>(s[mt][2 * np + 1], q_frag[mt], k_frag[2], k_frag[3]);
       }
     }
   }
