@@ -146,5 +146,7 @@ std::vector<Backend> backends();
 const char* backend_name(Backend backend);
 // Parses a backend_name(); returns false for an unknown name.
 bool parse_backend(const std::string& name, Backend* backend);
+// Parses "auto", "large" or "small" (TileShape); returns false for any other name.
+bool parse_tile_shape(const std::string& name, TileShape* tile);
 
 }  // namespace flashcore

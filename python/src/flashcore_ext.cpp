@@ -184,9 +184,8 @@ class DeviceGuard {
 };
 
 flashcore::TileShape tile_from(const std::string& name) {
-  if (name == "auto") return flashcore::TileShape::kAuto;
-  if (name == "large") return flashcore::TileShape::kLarge;
-  if (name == "small") return flashcore::TileShape::kSmall;
+  flashcore::TileShape tile = flashcore::TileShape::kAuto;
+  if (flashcore::parse_tile_shape(name, &tile)) return tile;
   throw nb::value_error(("tile '" + name + "' is unknown; use 'auto', 'large' or 'small'").c_str());
 }
 

@@ -118,6 +118,19 @@ const char* backend_name(Backend backend) {
   return entry != nullptr ? entry->name : "unknown";
 }
 
+bool parse_tile_shape(const std::string& name, TileShape* tile) {
+  if (name == "auto") {
+    *tile = TileShape::kAuto;
+  } else if (name == "large") {
+    *tile = TileShape::kLarge;
+  } else if (name == "small") {
+    *tile = TileShape::kSmall;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 bool parse_backend(const std::string& name, Backend* backend) {
   if (name == "auto") {
     *backend = Backend::kAuto;

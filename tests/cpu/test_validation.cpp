@@ -109,6 +109,18 @@ TEST(Backends, NamesRoundTrip) {
   EXPECT_FALSE(parse_backend("fastest-please", &parsed));
 }
 
+TEST(TileShapes, NamesParse) {
+  TileShape tile = TileShape::kAuto;
+  ASSERT_TRUE(parse_tile_shape("small", &tile));
+  EXPECT_EQ(tile, TileShape::kSmall);
+  ASSERT_TRUE(parse_tile_shape("large", &tile));
+  EXPECT_EQ(tile, TileShape::kLarge);
+  ASSERT_TRUE(parse_tile_shape("auto", &tile));
+  EXPECT_EQ(tile, TileShape::kAuto);
+  EXPECT_FALSE(parse_tile_shape("medium", &tile));
+  EXPECT_EQ(tile, TileShape::kAuto) << "a failed parse leaves the value alone";
+}
+
 TEST(CApi, ReportsErrorsWithMessages) {
   EXPECT_EQ(flashcore_attention(nullptr, nullptr), FLASHCORE_INVALID_ARGUMENT);
   EXPECT_STRNE(flashcore_last_error(), "");

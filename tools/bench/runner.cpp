@@ -135,9 +135,7 @@ Result run_library_target(const Target& t, const std::string& backend_name_reque
   p.stream = stream;
   if (args != nullptr) {
     p.num_splits = args->num_splits;
-    p.tile = args->tile == "large"   ? TileShape::kLarge
-             : args->tile == "small" ? TileShape::kSmall
-                                     : TileShape::kAuto;
+    parse_tile_shape(args->tile, &p.tile);  // cli.cpp accepted only names this parses
   }
   if (const Status status = can_implement(p); !status.ok()) {
     r.outcome = status.code == StatusCode::kUnsupported ? Outcome::kSkipped : Outcome::kFailed;
