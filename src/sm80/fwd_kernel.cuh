@@ -42,7 +42,9 @@ __device__ __forceinline__ KvBlockRange kv_block_range(const FwdParams& p, int r
   if (end_key <= first_key) return {0, 0};
   const int first = first_key / Traits::kBlockKV;
   const int last = (end_key + Traits::kBlockKV - 1) / Traits::kBlockKV;
-  const int per_split = (last - first + p.num_splits - 1) / p.num_splits;
+  // A uniform branch spares the unsplit common case an integer division.
+  const int per_split =
+      p.num_splits == 1 ? last - first : (last - first + p.num_splits - 1) / p.num_splits;
   const int begin = first + split * per_split;
   const int end = min(begin + per_split, last);
   return {begin, end > begin ? end : begin};
@@ -67,7 +69,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     return;
   }
 
-  const int kv_head = tile.head / p.kv_group;
+  const int kv_head = p.kv_group == 1 ? tile.head : tile.head / p.kv_group;
   const auto* q = static_cast<const Element*>(p.q) + tile.batch * p.q_batch + tile.head * p.q_head +
                   tile.row_begin * p.q_seq;
   const auto* k = static_cast<const Element*>(p.k) + tile.batch * p.k_batch + kv_head * p.k_head;

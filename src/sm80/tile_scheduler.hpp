@@ -27,9 +27,11 @@ __device__ __forceinline__ ThreadIndex fresh_thread_index() {
 template <typename Traits>
 __device__ __forceinline__ OutputTile output_tile(const FwdParams& p, const ThreadIndex& t) {
   // Later query tiles see more keys under a causal mask; launching them first shortens the tail.
-  const int m_block = p.num_m_blocks - 1 - t.cta_x / p.num_splits;
+  // Unsplit launches (the common case) skip the integer division.
+  const int split = p.num_splits == 1 ? 0 : t.cta_x % p.num_splits;
+  const int m_block = p.num_m_blocks - 1 - (p.num_splits == 1 ? t.cta_x : t.cta_x / p.num_splits);
   return {t.cta_z, t.cta_y, m_block * Traits::kBlockM,
-          min((m_block + 1) * Traits::kBlockM, p.seqlen_q), t.cta_x % p.num_splits};
+          min((m_block + 1) * Traits::kBlockM, p.seqlen_q), split};
 }
 
 // Warp roles: the warps of one key group split the rows, the key groups split each K/V tile.
