@@ -108,7 +108,20 @@ def time_fn(fn):
             method, run = "graph", graph.replay
             elapsed_ms(run)
     samples = int(min(MAX_SAMPLES, max(MIN_SAMPLES, BUDGET_MS * 1e3 / (estimate_us * per_sample))))
-    times = [elapsed_ms(run) * 1e3 / per_sample for _ in range(samples)]
+    # Every sample is enqueued before one final synchronize, as flashcore-bench and
+    # triton.testing.do_bench do: a sample that waited for the previous one would start its
+    # events on an idle GPU and count the Python call's host time, which differs between peers
+    # (flashcore's op ran 7-15% behind the same kernel in flashcore-bench that way; now 0-3%).
+    events = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        for _ in range(samples)
+    ]
+    for begin, end in events:
+        begin.record()
+        run()
+        end.record()
+    torch.cuda.synchronize()
+    times = [begin.elapsed_time(end) * 1e3 / per_sample for begin, end in events]
     return dict(
         method=method,
         samples=samples,
