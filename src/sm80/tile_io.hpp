@@ -42,7 +42,7 @@ __device__ __forceinline__ void load_tile_async(char* smem, const typename Trait
   if (valid_rows >= kRows) {
     // Every row in range (all but a tail tile): no per-row bound test and no address select.
     // These copies are most of the prologue, which is on the critical path of launch-bound
-    // grids (B1 H1 S16: 3.70 -> 3.60 us on the H100).
+    // grids (docs/perf.md, v7).
 #pragma unroll
     for (int i = 0; i < kRows / kRowStep; ++i) {
       cute::SM80_CP_ASYNC_CACHEGLOBAL<Chunk>::copy(
