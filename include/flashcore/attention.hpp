@@ -34,6 +34,9 @@ enum class TileShape {
   kAuto,
   kLarge,  // 128-row CTAs (64 at hd256), every warp sees every key: grids that fill the GPU
   kSmall,  // 32-row CTAs whose warps split each K/V tile by keys: small batch x heads x seqlen
+  // The small-grid schedule on Hopper: 64-row CTAs whose key groups are warpgroups issuing wgmma
+  // (sm_90a; head_dim 64). kAuto takes it on sm_90 wherever it would take kSmall.
+  kWarpgroup,
 };
 
 enum class StatusCode {
@@ -146,7 +149,7 @@ std::vector<Backend> backends();
 const char* backend_name(Backend backend);
 // Parses a backend_name(); returns false for an unknown name.
 bool parse_backend(const std::string& name, Backend* backend);
-// Parses "auto", "large" or "small" (TileShape); returns false for any other name.
+// Parses "auto", "large", "small" or "warpgroup" (TileShape); returns false for any other name.
 bool parse_tile_shape(const std::string& name, TileShape* tile);
 
 }  // namespace flashcore

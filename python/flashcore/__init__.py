@@ -60,9 +60,11 @@ def attention(
     backend: "auto" or one of providers().
     num_splits: split-KV count of the tensor-core kernel (sm80): 0 picks one from the SM count and
     the sizes, 1 turns splitting off, n > 1 splits the keys across n CTAs per query tile.
-    tile: that kernel's CTA tile, "auto", "large" or "small" (32-row CTAs whose warps split the
-    keys; auto takes it when the large tile's grid leaves SMs idle). Both are for tuning and
-    tests; every choice computes the same attention.
+    tile: that kernel's CTA tile, "auto", "large", "small" (32-row CTAs whose warps split the
+    keys; auto takes it when the large tile's grid leaves SMs idle) or "warpgroup" (Hopper, head
+    dim 64: 64-row CTAs of wgmma warpgroups that split the keys; auto takes it on an H100 when
+    its grid fills most SMs). All are for tuning and tests; every choice computes the same
+    attention, and a tile the GPU or head dim cannot run raises ValueError.
     out / lse_out: arrays to write into; allocated when omitted (torch: torch.empty; other
     arrays: their __array_namespace__'s empty_like / empty).
     stream: the cudaStream_t as an int; default: torch's current stream for torch tensors, else 0

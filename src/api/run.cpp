@@ -125,6 +125,8 @@ bool parse_tile_shape(const std::string& name, TileShape* tile) {
     *tile = TileShape::kLarge;
   } else if (name == "small") {
     *tile = TileShape::kSmall;
+  } else if (name == "warpgroup") {
+    *tile = TileShape::kWarpgroup;
   } else {
     return false;
   }

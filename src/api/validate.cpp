@@ -210,8 +210,10 @@ Status validate_arguments(const AttentionParams& p) {
   if (p.num_splits < 0) {
     return invalid(cat("num_splits is ", p.num_splits, "; use 0 (heuristic), 1 (off) or a split count"));
   }
-  if (p.tile != TileShape::kAuto && p.tile != TileShape::kLarge && p.tile != TileShape::kSmall) {
-    return invalid(cat("tile is ", static_cast<int>(p.tile), "; use TileShape::kAuto, kLarge or kSmall"));
+  if (p.tile != TileShape::kAuto && p.tile != TileShape::kLarge && p.tile != TileShape::kSmall &&
+      p.tile != TileShape::kWarpgroup) {
+    return invalid(cat("tile is ", static_cast<int>(p.tile),
+                       "; use TileShape::kAuto, kLarge, kSmall or kWarpgroup"));
   }
   if (p.causal && p.window_right > 0) {
     return invalid(cat("causal=true conflicts with window_right=", p.window_right,

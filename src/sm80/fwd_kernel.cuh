@@ -2,8 +2,9 @@
 // KV split). The Q tile stays in shared memory and each warp runs S = QK^T, online softmax and
 // O += PV on its own rows and its own slice of each K/V tile: with one key group (TileConfig) a
 // warp sees every key; with kKeyGroups > 1 (SmallGridTileConfig) the groups' states merge at the
-// end (key_group_merge.hpp). K/V stream through shared memory in one of two schedules (the tile
-// table picks, kernel_traits.hpp):
+// end (key_group_merge.hpp). On Hopper the hd64 warpgroup tile runs the same schedule with each
+// key group a warpgroup issuing wgmma (warpgroup_mma.hpp). K/V stream through shared memory in one
+// of two schedules (the tile table picks, kernel_traits.hpp):
 //  - kStages == 1: one K and one V tile, two barriers per KV step (FlashAttention-2): V lands while
 //    the warps run QK^T and the softmax, the next K lands while they run PV. Fewest registers
 //    (loads are issued where S is dead), for the register-bound hd128/hd256 tiles.
@@ -13,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "sm80/epilogue.hpp"
 #include "sm80/fwd_params.hpp"
@@ -22,6 +24,7 @@
 #include "sm80/softmax.hpp"
 #include "sm80/tile_io.hpp"
 #include "sm80/tile_scheduler.hpp"
+#include "sm80/warpgroup_mma.hpp"
 
 namespace flashcore::sm80 {
 
@@ -54,7 +57,8 @@ template <typename Traits>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     fwd_kernel(const __grid_constant__ FwdParams p) {
   using Element = typename Traits::Element;
-  extern __shared__ __align__(128) char smem[];
+  // 1024: wgmma's 128-byte swizzle is anchored to 1024-byte boundaries (warpgroup_mma.hpp).
+  extern __shared__ __align__(1024) char smem[];
   char* const q_smem = smem;
   char* const kv_smem = smem + Traits::kQBytes;  // [stage][K, V]
 
@@ -90,8 +94,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   // This warp's keys of a K/V tile start this many bytes in (slices are whole rows, multiples of
   // 8 of them, so the swizzle of a slice is the tile's).
   const int slice_offset = key_group * Traits::kSliceBytes;
-  // A warp whose rows are all past seqlen_q (short Sq, e.g. decode) only helps load.
-  const bool warp_has_rows = tile.row_begin + warp_row0 < tile.row_end;
+  // A warp whose rows are all past seqlen_q (short Sq, e.g. decode) only helps load. A wgmma
+  // needs its whole warpgroup, so there every warp computes (rows past the end are zero-filled
+  // Q, finite, and never stored).
+  const bool warp_has_rows =
+      Traits::kWarpgroupMma || tile.row_begin + warp_row0 < tile.row_end;
   float o[Traits::kWarpMTiles][Traits::kOutNTiles][4];
 #pragma unroll
   for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
@@ -117,7 +124,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   auto scores = [&](int block, const char* k_tile, ProbFragT& probs) {
     const int key0 = block * Traits::kBlockKV + key_group * Traits::kBlockN;
     float s[Traits::kWarpMTiles][Traits::kScoreNTiles][4];
-    gemm_qk<Traits>(q_smem, k_tile + slice_offset, warp_row0, lane, s);
+    if constexpr (Traits::kWarpgroupMma) {
+      gemm_qk_warpgroup<Traits>(q_smem, k_tile + slice_offset, s);
+    } else {
+      gemm_qk<Traits>(q_smem, k_tile + slice_offset, warp_row0, lane, s);
+    }
     if (p.prescale) prescale_scores<Traits>(p, s);
     // Interior tiles of the mask (and every tile without one, except the key tail) skip the
     // per-element test.
@@ -125,6 +136,21 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       mask_scores<Traits>(p, tile.row_begin + warp_row0, key0, lane, s);
     softmax.update(s, o, p.exp_factor);
     pack_probabilities<Traits>(s, probs);
+  };
+
+  auto pv = [&](const char* v_slice, const ProbFragT& probs) {
+    if constexpr (Traits::kWarpgroupMma) {
+      gemm_pv_warpgroup<Traits>(v_slice, probs, o);
+    } else {
+      gemm_pv<Traits>(v_slice, lane, probs, o);
+    }
+  };
+  // Waits until at most `pending` of this thread's copy groups are in flight, then publishes the
+  // landed tiles to every warp (and, for wgmma, to the async proxy that reads them).
+  auto wait_copies = [&](auto pending) {
+    cute::cp_async_wait<decltype(pending)::value>();
+    if constexpr (Traits::kWarpgroupMma) fence_copies_for_warpgroup_mma();
+    __syncthreads();
   };
 
   // Q rides in the first cp.async group. Every K/V buffer is free at the start, so the prologue
@@ -140,11 +166,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       // lands, this barrier also tells every warp that all warps are done with V[block - 1], so
       // V[block] may overwrite it.
       if (block == range.begin) {
-        cute::cp_async_wait<1>();
+        wait_copies(std::integral_constant<int, 1>{});
       } else {
-        cute::cp_async_wait<0>();
+        wait_copies(std::integral_constant<int, 0>{});
       }
-      __syncthreads();
       if (block != range.begin) {
         load_v(block, 0);
         cute::cp_async_fence();
@@ -153,13 +178,12 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       const bool compute = warp_has_rows && slice_visible(block);
       if (compute) scores(block, kv_smem, probs);
       // Only V[block] is in flight; after the barrier every warp is done reading K[block].
-      cute::cp_async_wait<0>();
-      __syncthreads();
+      wait_copies(std::integral_constant<int, 0>{});
       if (block + 1 < range.end) {
         load_k(block + 1, 0);
         cute::cp_async_fence();
       }
-      if (compute) gemm_pv<Traits>(kv_smem + Traits::kKVTileBytes + slice_offset, lane, probs, o);
+      if (compute) pv(kv_smem + Traits::kKVTileBytes + slice_offset, probs);
     }
   } else {
     // One group per block, kStages of them up front (empty past the range), then one per step
@@ -178,11 +202,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       // groups are pending. From step 1 on the barrier also tells every warp that stage
       // (i - 1) % kStages, refilled next, is no longer being read.
       if (i == 0) {
-        cute::cp_async_wait<Traits::kStages - 1>();
+        wait_copies(std::integral_constant<int, Traits::kStages - 1>{});
       } else {
-        cute::cp_async_wait<Traits::kStages - 2>();
+        wait_copies(std::integral_constant<int, Traits::kStages - 2>{});
       }
-      __syncthreads();
       if (i > 0) {
         const int prefetch = i + Traits::kStages - 1;
         if (prefetch < num_blocks) {
@@ -195,7 +218,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       const char* k_tile = kv_smem + (i % Traits::kStages) * 2 * Traits::kKVTileBytes;
       ProbFragT probs;
       scores(range.begin + i, k_tile, probs);
-      gemm_pv<Traits>(k_tile + Traits::kKVTileBytes + slice_offset, lane, probs, o);
+      pv(k_tile + Traits::kKVTileBytes + slice_offset, probs);
     }
   }
   float inv_sum[Traits::kWarpMTiles][2];

@@ -5,6 +5,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include <cute/arch/mma_sm80.hpp>
 
 namespace flashcore::sm80 {
@@ -82,6 +84,31 @@ struct SmallGridTileConfig<256> {
                        kMinCtasPerSm = 1;
 };
 
+// Hopper (sm_90a) small-grid tile for hd64: the same CTA schedule, but each key group is a
+// warpgroup of four row warps that issues wgmma (warpgroup_mma.hpp) instead of per-warp mma.sync.
+// One m64n64k16 wgmma reads its K (or V) fragment from shared memory once for 64 rows, where
+// mma.sync's ldmatrix reads it once per 16-row warp, and Hopper runs wgmma at about twice
+// mma.sync's rate. wgmma's M is 64, so a CTA takes 64 rows: half the small tile's CTAs, each
+// with twice the work. That wins once the small tile's grid is past one wave and loses below
+// (with_variant in sm80_fwd.cu; docs/perf.md v8). Four warpgroups, not two: at B1 H8 S1024 two
+// (128-key KV steps) took 12.9 us against 11.8.
+// 8 KiB Q + 2 stages x (32 KiB K + 32 KiB V) = 136 KiB; 16 warps, 118 registers (sm_90a).
+template <int kHeadDim>
+struct WarpgroupTileConfig;
+template <>
+struct WarpgroupTileConfig<64> {
+  static constexpr int kBlockM = 64, kBlockN = 64, kRowWarps = 4, kKeyGroups = 4, kStages = 2,
+                       kMinCtasPerSm = 1;
+  static constexpr bool kWarpgroupMma = true;
+};
+
+// Whether a tile config runs its GEMMs as sm_90a wgmma (WarpgroupTileConfig) or mma.sync.
+template <typename Config, typename = void>
+inline constexpr bool kUsesWarpgroupMma = false;
+template <typename Config>
+inline constexpr bool kUsesWarpgroupMma<Config, std::void_t<decltype(Config::kWarpgroupMma)>> =
+    Config::kWarpgroupMma;
+
 template <typename Element>
 struct MmaAtomFor;
 template <>
@@ -106,6 +133,7 @@ struct KernelTraits {
   static constexpr int kKeyGroups = Config::kKeyGroups;
   static constexpr int kStages = Config::kStages;
   static constexpr int kMinCtasPerSm = Config::kMinCtasPerSm;
+  static constexpr bool kWarpgroupMma = kUsesWarpgroupMma<Config>;
   static constexpr int kWarps = kRowWarps * kKeyGroups;
   static constexpr int kThreads = kWarps * kWarpSize;
   static constexpr int kBlockKV = kBlockN * kKeyGroups;  // keys per K/V tile (one KV step)

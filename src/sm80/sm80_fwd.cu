@@ -2,6 +2,7 @@
 // runtime argument), the kernel's view of the problem, the split-KV plan and the launches.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "api/backend_registry.hpp"
 #include "api/validate.hpp"
@@ -23,14 +24,23 @@ constexpr int64_t kMaxSeqlen = int64_t{1} << 29;
 constexpr int64_t kMaxGridYZ = 65535;  // heads go to gridDim.y, batch to gridDim.z
 constexpr int64_t kSmallTileMaxWaves = 2;  // see with_variant
 
-// Both tiles of one (dtype, head dim): the large one and the small-grid one (with_variant picks).
+// Stands in for the warpgroup tile of head dims that have none.
+struct NoWarpgroupTile {};
+
+// The tiles of one (dtype, head dim): the large one, the small-grid one and, for hd64 only, the
+// small-grid tile with sm_90a wgmma (with_variant picks).
 template <typename Element, int kHeadDim, typename Fn>
 void with_tiles(Fn&& fn) {
-  fn(KernelTraits<Element, kHeadDim>{},
-     KernelTraits<Element, kHeadDim, sm80::SmallGridTileConfig<kHeadDim>>{});
+  using Large = KernelTraits<Element, kHeadDim>;
+  using Small = KernelTraits<Element, kHeadDim, sm80::SmallGridTileConfig<kHeadDim>>;
+  if constexpr (kHeadDim == 64) {
+    fn(Large{}, Small{}, KernelTraits<Element, kHeadDim, sm80::WarpgroupTileConfig<kHeadDim>>{});
+  } else {
+    fn(Large{}, Small{}, NoWarpgroupTile{});
+  }
 }
 
-// THE instantiation list: fn receives default-constructed traits of both tiles (with_tiles).
+// THE instantiation list: fn receives default-constructed traits of the tiles (with_tiles).
 // Returns false when (dtype, head_dim) has no kernel.
 template <typename Element, typename Fn>
 bool with_head_dim(int64_t head_dim, Fn&& fn) {
@@ -125,14 +135,46 @@ FwdParams plan(const Problem& problem, const cudaDeviceProp& device) {
   return p;
 }
 
-// TileShape::kAuto takes the large tile unless its grid leaves SMs idle and the small tile's grid
-// (four times the CTAs, keys split across warps) is at most two waves: beyond that, every 32-row
-// CTA re-reading its head's K/V costs more than the idle SMs (measured: docs/perf-sm80-notes.md,
-// v5). The small tile must also fit the device's shared memory. A forced small tile that does not
-// fit was rejected by sm80_rejects. fn gets the chosen traits.
-template <typename Traits, typename SmallTraits, typename Fn>
+// Whether the warpgroup tile can run on this device: an sm_90 GPU, sm_90a machine code for it in
+// this build (a build for sm_80 only runs its sm_80 code on Hopper, where that tile traps) and
+// room for its shared memory. The code check asks the runtime which binary it would load, once
+// (only ever on an sm_90 device, so the answer holds for every device that reaches it).
+template <typename WarpgroupTraits>
+bool warpgroup_tile_runs(const cudaDeviceProp& device) {
+  if constexpr (std::is_same_v<WarpgroupTraits, NoWarpgroupTile>) {
+    return false;
+  } else {
+    if (device.major != 9) return false;
+    static const bool has_sm90a_code = [] {
+      cudaFuncAttributes attributes{};
+      if (cudaFuncGetAttributes(&attributes, sm80::fwd_kernel<WarpgroupTraits>) != cudaSuccess) {
+        (void)cudaGetLastError();  // not sticky; keep it out of the launch's error check
+        return false;
+      }
+      return attributes.binaryVersion == 90;
+    }();
+    return has_sm90a_code &&
+           static_cast<size_t>(WarpgroupTraits::kSmemBytes) <= device.sharedMemPerBlockOptin;
+  }
+}
+
+// TileShape::kAuto takes the large tile unless its grid leaves SMs idle. Then it takes the small
+// tile (four times the large grid, keys split across warps) if that grid is one wave at most. If
+// it is more, it takes the warpgroup tile where that runs (Hopper, hd64; twice the large grid),
+// else the small tile up to two waves. Measured on the H100 (docs/perf.md v8): within one wave
+// the small tile's 32-row CTAs win (B1 H8 S512: 6.4 vs 7.9 us for the warpgroup tile's 64 CTAs,
+// which leave half the SMs idle); past one wave the warpgroup tile wins (B1 H12 S512: 8.2 vs
+// 11.2 us, B1 H8 S1024: 11.8 vs 16.5, and against the large tile B1 H8 S2048: 35.2 vs 38.7).
+// Beyond two waves every 32-row CTA re-reading its head's K/V costs more than the idle SMs
+// (docs/perf-sm80-notes.md, v5). The small tile must also fit the device's shared memory. A
+// forced tile that cannot run was rejected by sm80_rejects. fn gets the chosen traits.
+template <typename Traits, typename SmallTraits, typename WarpgroupTraits, typename Fn>
 void with_variant(const Problem& problem, const cudaDeviceProp& device, Fn&& fn) {
   const TileShape tile = problem.params.tile;
+  if (tile == TileShape::kWarpgroup) {
+    if constexpr (!std::is_same_v<WarpgroupTraits, NoWarpgroupTile>) fn(WarpgroupTraits{});
+    return;
+  }
   bool small = tile == TileShape::kSmall;
   if (tile == TileShape::kAuto) {
     const FwdParams p = kernel_view(problem);
@@ -141,8 +183,14 @@ void with_variant(const Problem& problem, const cudaDeviceProp& device, Fn&& fn)
     const int64_t small_ctas =
         heads * ((p.seqlen_q + SmallTraits::kBlockM - 1) / SmallTraits::kBlockM);
     const int64_t sms = device.multiProcessorCount;
-    small = large_ctas < sms && small_ctas <= kSmallTileMaxWaves * sms &&
-            static_cast<size_t>(SmallTraits::kSmemBytes) <= device.sharedMemPerBlockOptin;
+    const bool small_fits =
+        static_cast<size_t>(SmallTraits::kSmemBytes) <= device.sharedMemPerBlockOptin;
+    if (large_ctas < sms && !(small_fits && small_ctas <= sms) &&
+        warpgroup_tile_runs<WarpgroupTraits>(device)) {
+      if constexpr (!std::is_same_v<WarpgroupTraits, NoWarpgroupTile>) fn(WarpgroupTraits{});
+      return;
+    }
+    small = large_ctas < sms && small_ctas <= kSmallTileMaxWaves * sms && small_fits;
   }
   if (small) {
     fn(SmallTraits{});
@@ -198,11 +246,16 @@ const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
   if (a.heads_q > kMaxGridYZ || a.batch > kMaxGridYZ)
     return "supports batch and heads_q up to 65535";
   int smem_bytes = 0;  // of the large tile, or the small one when forced (auto uses it if it fits)
-  if (!with_traits(a.q.dtype, a.head_dim, [&](auto traits, auto small) {
+  bool warpgroup_runs = false;
+  if (!with_traits(a.q.dtype, a.head_dim, [&](auto traits, auto small, auto warpgroup) {
         smem_bytes = a.tile == TileShape::kSmall ? decltype(small)::kSmemBytes
                                                  : decltype(traits)::kSmemBytes;
+        warpgroup_runs = warpgroup_tile_runs<decltype(warpgroup)>(device);
       })) {
     return "has no kernel for this head_dim; use 64, 128 or 256";
+  }
+  if (a.tile == TileShape::kWarpgroup && !warpgroup_runs) {
+    return "tile kWarpgroup needs head_dim 64, an sm_90 GPU and a build with sm_90a code";
   }
   if (static_cast<size_t>(smem_bytes) > device.sharedMemPerBlockOptin) {
     return "needs more shared memory per block than this GPU allows for this head_dim";
@@ -214,8 +267,10 @@ size_t sm80_workspace_bytes(const Problem& problem) {
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
   size_t bytes = 0;
-  with_traits(problem.params.q.dtype, problem.params.head_dim, [&](auto traits, auto small) {
-    with_variant<decltype(traits), decltype(small)>(problem, device, [&](auto chosen) {
+  with_traits(problem.params.q.dtype, problem.params.head_dim,
+              [&](auto traits, auto small, auto warpgroup) {
+    with_variant<decltype(traits), decltype(small), decltype(warpgroup)>(
+        problem, device, [&](auto chosen) {
       using Traits = decltype(chosen);
       const FwdParams p = plan<Traits>(problem, device);
       bytes = sm80::split_workspace_bytes(p.num_splits, kernel_rows(p), Traits::kHeadDim);
@@ -228,8 +283,10 @@ Status launch_sm80(const Problem& problem, void* workspace, cudaStream_t stream)
   cudaDeviceProp device{};
   if (Status s = current_device_properties(&device); !s.ok()) return s;
   Status status = {StatusCode::kUnsupported, "sm80: head_dim has no kernel"};
-  with_traits(problem.params.q.dtype, problem.params.head_dim, [&](auto traits, auto small) {
-    with_variant<decltype(traits), decltype(small)>(problem, device, [&](auto chosen) {
+  with_traits(problem.params.q.dtype, problem.params.head_dim,
+              [&](auto traits, auto small, auto warpgroup) {
+    with_variant<decltype(traits), decltype(small), decltype(warpgroup)>(
+        problem, device, [&](auto chosen) {
       status = launch_with<decltype(chosen)>(problem, device, workspace, stream);
     });
   });
