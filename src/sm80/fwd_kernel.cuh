@@ -14,7 +14,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "sm80/epilogue.hpp"
 #include "sm80/fwd_params.hpp"
@@ -145,10 +144,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       gemm_pv<Traits>(v_slice, lane, probs, o);
     }
   };
-  // Waits until at most `pending` of this thread's copy groups are in flight, then publishes the
-  // landed tiles to every warp (and, for wgmma, to the async proxy that reads them).
-  auto wait_copies = [&](auto pending) {
-    cute::cp_async_wait<decltype(pending)::value>();
+  // After a cp.async wait: publishes the landed tiles to every warp (and, for wgmma, to the async
+  // proxy that reads them). One barrier after the wait's branches, not one in each: that doubled
+  // barrier moved the large tiles' code and cost hd128 3% (docs/perf.md v8).
+  auto publish_copies = [] {
     if constexpr (Traits::kWarpgroupMma) fence_copies_for_warpgroup_mma();
     __syncthreads();
   };
@@ -166,10 +165,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       // lands, this barrier also tells every warp that all warps are done with V[block - 1], so
       // V[block] may overwrite it.
       if (block == range.begin) {
-        wait_copies(std::integral_constant<int, 1>{});
+        cute::cp_async_wait<1>();
       } else {
-        wait_copies(std::integral_constant<int, 0>{});
+        cute::cp_async_wait<0>();
       }
+      publish_copies();
       if (block != range.begin) {
         load_v(block, 0);
         cute::cp_async_fence();
@@ -178,7 +178,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       const bool compute = warp_has_rows && slice_visible(block);
       if (compute) scores(block, kv_smem, probs);
       // Only V[block] is in flight; after the barrier every warp is done reading K[block].
-      wait_copies(std::integral_constant<int, 0>{});
+      cute::cp_async_wait<0>();
+      publish_copies();
       if (block + 1 < range.end) {
         load_k(block + 1, 0);
         cute::cp_async_fence();
@@ -202,10 +203,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       // groups are pending. From step 1 on the barrier also tells every warp that stage
       // (i - 1) % kStages, refilled next, is no longer being read.
       if (i == 0) {
-        wait_copies(std::integral_constant<int, Traits::kStages - 1>{});
+        cute::cp_async_wait<Traits::kStages - 1>();
       } else {
-        wait_copies(std::integral_constant<int, Traits::kStages - 2>{});
+        cute::cp_async_wait<Traits::kStages - 2>();
       }
+      publish_copies();
       if (i > 0) {
         const int prefetch = i + Traits::kStages - 1;
         if (prefetch < num_blocks) {
