@@ -35,7 +35,8 @@ enum class TileShape {
   kLarge,  // 128-row CTAs (64 at hd256), every warp sees every key: grids that fill the GPU
   kSmall,  // 32-row CTAs whose warps split each K/V tile by keys: small batch x heads x seqlen
   // The small-grid schedule on Hopper: 64-row CTAs whose key groups are warpgroups issuing wgmma
-  // (sm_90a; head_dim 64). kAuto takes it on sm_90 wherever it would take kSmall.
+  // (sm_90a; head_dim 64). kAuto takes it on sm_90 instead of kSmall once kSmall's grid is past
+  // one wave.
   kWarpgroup,
 };
 

@@ -62,9 +62,9 @@ def attention(
     the sizes, 1 turns splitting off, n > 1 splits the keys across n CTAs per query tile.
     tile: that kernel's CTA tile, "auto", "large", "small" (32-row CTAs whose warps split the
     keys; auto takes it when the large tile's grid leaves SMs idle) or "warpgroup" (Hopper, head
-    dim 64: 64-row CTAs of wgmma warpgroups that split the keys; auto takes it on an H100 when
-    its grid fills most SMs). All are for tuning and tests; every choice computes the same
-    attention, and a tile the GPU or head dim cannot run raises ValueError.
+    dim 64: 64-row CTAs of wgmma warpgroups that split the keys; auto takes it instead of the
+    small tile once that one's grid is past one wave). All are for tuning and tests; every choice
+    computes the same attention, and a tile the GPU or head dim cannot run raises ValueError.
     out / lse_out: arrays to write into; allocated when omitted (torch: torch.empty; other
     arrays: their __array_namespace__'s empty_like / empty).
     stream: the cudaStream_t as an int; default: torch's current stream for torch tensors, else 0
@@ -88,7 +88,9 @@ def attention(
     if isinstance(num_splits, bool) or not isinstance(num_splits, int):
         raise TypeError(f"num_splits must be an int (0 = heuristic), got {num_splits!r}")
     if not isinstance(tile, str):
-        raise TypeError(f"tile must be a str ('auto', 'large' or 'small'), got {tile!r}")
+        raise TypeError(
+            f"tile must be a str ('auto', 'large', 'small' or 'warpgroup'), got {tile!r}"
+        )
     kernel = (backend, int(num_splits), tile)
     causal = bool(causal)
     softcap = float(softcap)
