@@ -250,7 +250,9 @@ const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
   if (!with_traits(a.q.dtype, a.head_dim, [&](auto traits, auto small, auto warpgroup) {
         smem_bytes = a.tile == TileShape::kSmall ? decltype(small)::kSmemBytes
                                                  : decltype(traits)::kSmemBytes;
-        warpgroup_runs = warpgroup_tile_runs<decltype(warpgroup)>(device);
+        // Asked only when forced: this runs on every call's validation.
+        warpgroup_runs = a.tile == TileShape::kWarpgroup &&
+                         warpgroup_tile_runs<decltype(warpgroup)>(device);
       })) {
     return "has no kernel for this head_dim; use 64, 128 or 256";
   }

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include <cute/arch/mma_sm90_gmma.hpp>
+#include <cute/arch/util.hpp>
 
 #include "sm80/kernel_traits.hpp"
 #include "sm80/mainloop.hpp"
@@ -37,10 +38,6 @@ __device__ __forceinline__ uint64_t swizzle128_descriptor(uint32_t smem_addr) {
   constexpr uint64_t kSwizzle128B = 1;
   return (kSwizzle128B << 62) | (kStrideByteOffset << 32) | (kLeadingByteOffset << 16) |
          ((smem_addr >> 4) & 0x3FFF);
-}
-
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
 template <typename Element>
@@ -106,7 +103,8 @@ __device__ __forceinline__ void gemm_qk_warpgroup(const char* q_smem, const char
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Atom = typename WarpgroupMmaFor<typename Traits::Element>::QK;
   constexpr int kStepBytes = kMmaK * 2;
-  const uint32_t q_addr = shared_address(q_smem), k_addr = shared_address(k_smem);
+  const uint32_t q_addr = cute::cast_smem_ptr_to_uint(q_smem);
+  const uint32_t k_addr = cute::cast_smem_ptr_to_uint(k_smem);
   fence_accumulators(s[0]);
   cute::warpgroup_arrive();
 #pragma unroll
@@ -133,7 +131,7 @@ __device__ __forceinline__ void gemm_pv_warpgroup(const char* v_smem, const Prob
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Atom = typename WarpgroupMmaFor<typename Traits::Element>::PV;
   constexpr int kStepBytes = kMmaK * kSwizzledRowBytes;
-  const uint32_t v_addr = shared_address(v_smem);
+  const uint32_t v_addr = cute::cast_smem_ptr_to_uint(v_smem);
   fence_accumulators(o[0]);
   cute::warpgroup_arrive();
 #pragma unroll
