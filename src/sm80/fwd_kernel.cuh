@@ -44,12 +44,35 @@ __device__ __forceinline__ KvBlockRange kv_block_range(const FwdParams& p, int r
   if (end_key <= first_key) return {0, 0};
   const int first = first_key / Traits::kBlockKV;
   const int last = (end_key + Traits::kBlockKV - 1) / Traits::kBlockKV;
-  // A uniform branch spares the unsplit common case an integer division.
-  const int per_split =
-      p.num_splits == 1 ? last - first : (last - first + p.num_splits - 1) / p.num_splits;
+  // Small-grid tiles divide without a branch (FastDivisor); for the others a uniform branch
+  // spares the unsplit common case an integer division.
+  const int per_split = Traits::kKeyGroups > 1
+                            ? p.split_divisor.divide(last - first + p.num_splits - 1)
+                        : p.num_splits == 1 ? last - first
+                                            : (last - first + p.num_splits - 1) / p.num_splits;
   const int begin = first + split * per_split;
   const int end = min(begin + per_split, last);
   return {begin, end > begin ? end : begin};
+}
+
+// Where a CTA's Q tile and its head's K and V start.
+template <typename Element>
+struct TileAddresses {
+  const Element* q;
+  const Element* k;
+  const Element* v;
+};
+template <typename Traits>
+__device__ __forceinline__ TileAddresses<typename Traits::Element> tile_addresses(
+    const FwdParams& p, const OutputTile& tile) {
+  using Element = typename Traits::Element;
+  const int kv_head = Traits::kKeyGroups > 1 ? p.kv_group_divisor.divide(tile.head)
+                      : p.kv_group == 1      ? tile.head
+                                             : tile.head / p.kv_group;
+  return {static_cast<const Element*>(p.q) + tile.batch * p.q_batch + tile.head * p.q_head +
+              tile.row_begin * p.q_seq,
+          static_cast<const Element*>(p.k) + tile.batch * p.k_batch + kv_head * p.k_head,
+          static_cast<const Element*>(p.v) + tile.batch * p.v_batch + kv_head * p.v_head};
 }
 
 template <typename Traits>
@@ -66,27 +89,29 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   const int lane = role.lane, row_warp = role.row_warp, key_group = role.key_group;
   const OutputTile tile = output_tile<Traits>(p, fresh_thread_index());
 
+  // The small-grid tiles take their addresses before the range check, so that no branch
+  // separates the parameter reads of their setup (FastDivisor, fwd_params.hpp).
+  constexpr bool kEarlyAddresses = Traits::kKeyGroups > 1;
+  const TileAddresses<Element> early =
+      kEarlyAddresses ? tile_addresses<Traits>(p, tile) : TileAddresses<Element>{};
   const KvBlockRange range = kv_block_range<Traits>(p, tile.row_begin, tile.row_end, tile.split);
   if (range.begin == range.end) {
     store_empty<Traits>(p, tile, tid);
     return;
   }
-
-  const int kv_head = p.kv_group == 1 ? tile.head : tile.head / p.kv_group;
-  const auto* q = static_cast<const Element*>(p.q) + tile.batch * p.q_batch + tile.head * p.q_head +
-                  tile.row_begin * p.q_seq;
-  const auto* k = static_cast<const Element*>(p.k) + tile.batch * p.k_batch + kv_head * p.k_head;
-  const auto* v = static_cast<const Element*>(p.v) + tile.batch * p.v_batch + kv_head * p.v_head;
+  const TileAddresses<Element> at = kEarlyAddresses ? early : tile_addresses<Traits>(p, tile);
 
   auto load_k = [&](int block, int stage) {
     const int key0 = block * Traits::kBlockKV;
     load_tile_async<Traits, Traits::kBlockKV>(kv_smem + stage * 2 * Traits::kKVTileBytes,
-                                              k + key0 * p.k_seq, p.k_seq, p.seqlen_k - key0, tid);
+                                              at.k + key0 * p.k_seq, p.k_seq, p.seqlen_k - key0,
+                                              tid);
   };
   auto load_v = [&](int block, int stage) {
     const int key0 = block * Traits::kBlockKV;
     load_tile_async<Traits, Traits::kBlockKV>(kv_smem + (stage * 2 + 1) * Traits::kKVTileBytes,
-                                              v + key0 * p.v_seq, p.v_seq, p.seqlen_k - key0, tid);
+                                              at.v + key0 * p.v_seq, p.v_seq, p.seqlen_k - key0,
+                                              tid);
   };
 
   const int warp_row0 = row_warp * Traits::kWarpRows;
@@ -154,7 +179,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
 
   // Q rides in the first cp.async group. Every K/V buffer is free at the start, so the prologue
   // fills them all rather than issuing the second load only after the first wait.
-  load_tile_async<Traits, Traits::kBlockM>(q_smem, q, p.q_seq, tile.row_end - tile.row_begin, tid);
+  load_tile_async<Traits, Traits::kBlockM>(q_smem, at.q, p.q_seq, tile.row_end - tile.row_begin,
+                                           tid);
   if constexpr (Traits::kStages == 1) {
     load_k(range.begin, 0);
     cute::cp_async_fence();
@@ -235,13 +261,13 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     merge_key_groups<Traits>(smem, out_role.row_warp, out_role.key_group, out_role.lane,
                              p.exp_factor, softmax, o, merged);
     if (!warp_has_rows) return;
-    softmax.finalize(p.exp_factor, inv_sum, lse);
+    softmax.finalize</*kFast=*/true>(p.exp_factor, inv_sum, lse);
     store_output<Traits, kMergeNTiles<Traits>>(
         p, out_tile, q_smem, out_role.row_warp, out_role.lane,
         out_role.key_group * kMergeNTiles<Traits>, merged, inv_sum, lse, out_role.key_group == 0);
   } else {
     if (!warp_has_rows) return;
-    softmax.finalize(p.exp_factor, inv_sum, lse);
+    softmax.finalize</*kFast=*/false>(p.exp_factor, inv_sum, lse);
     store_output<Traits, Traits::kOutNTiles>(p, out_tile, q_smem, out_role.row_warp,
                                              out_role.lane, 0, o, inv_sum, lse, true);
   }

@@ -8,7 +8,45 @@
 
 namespace flashcore::sm80 {
 
+// x / d for 0 <= x < 2^31 and d >= 1 as a multiply-high, an add and a shift (Granlund and
+// Montgomery's round-up method, exact over that range; tests/cpu/test_fast_divisor.cpp): no
+// divide routine and, unlike "d == 1 ? x : x / d", no branch. A CTA's setup before its first load
+// is mostly waiting on the first reads of the launch's parameters (constant-cache misses, the top
+// stall there in Nsight Compute); a branch in it kept the compiler from issuing the later reads
+// up front, so their misses came one after another (docs/perf.md v9).
+struct FastDivisor {
+  int divisor;
+  uint32_t multiplier;
+  uint32_t shift;
+
+  static FastDivisor of(int d) {
+    uint32_t shift = 0;
+    while ((int64_t{1} << shift) < d) ++shift;
+    const uint64_t multiplier =
+        ((uint64_t{1} << 32) * ((uint64_t{1} << shift) - static_cast<uint64_t>(d))) /
+            static_cast<uint64_t>(d) +
+        1;
+    return {d, static_cast<uint32_t>(multiplier), shift};
+  }
+  FLASHCORE_HOST_DEVICE int divide(int x) const {
+    const uint32_t u = static_cast<uint32_t>(x);
+#ifdef __CUDA_ARCH__
+    const uint32_t high = __umulhi(u, multiplier);
+#else
+    const uint32_t high = static_cast<uint32_t>((uint64_t{u} * multiplier) >> 32);
+#endif
+    return static_cast<int>((high + u) >> shift);  // high < u < 2^31: the sum fits 32 bits
+  }
+};
+
 struct FwdParams {
+  // num_splits and kv_group for the small-grid tiles' branch-free setup (tile_scheduler.hpp), first
+  // so that they share a constant-cache line with the pointers. The large tiles keep the branches:
+  // changing their setup (or this struct's order) moves their main-loop code, and the hd256 tile
+  // measured 2-4% slower; as it is, their SASS is unchanged (docs/perf.md v9).
+  FastDivisor split_divisor;
+  FastDivisor kv_group_divisor;
+
   const void* q;
   const void* k;
   const void* v;

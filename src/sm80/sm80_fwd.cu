@@ -110,6 +110,7 @@ FwdParams kernel_view(const Problem& problem) {
     p.mask = WindowMask<int>{p.seqlen_q, p.seqlen_k, clamp_window(problem.mask.left, a.seqlen_k),
                              clamp_window(problem.mask.right, a.seqlen_q)};
   }
+  p.kv_group_divisor = sm80::FastDivisor::of(p.kv_group);
   return p;
 }
 
@@ -132,6 +133,7 @@ FwdParams plan(const Problem& problem, const cudaDeviceProp& device) {
   in.ctas_per_sm = ctas_per_sm;
   in.requested = problem.params.num_splits;
   p.num_splits = sm80::choose_num_splits(in);
+  p.split_divisor = sm80::FastDivisor::of(p.num_splits);
   return p;
 }
 

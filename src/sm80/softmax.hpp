@@ -89,6 +89,13 @@ struct OnlineSoftmax {
 
   // Final per-row normalizer 1/sum (0 for a fully masked row, so O stays 0) and natural-log LSE
   // (-inf for a fully masked row). Every lane of the quad gets the same values.
+  // kFast (the small-grid tiles): one MUFU op each for 1/sum and log2(sum). A row that saw a key
+  // has sum >= 1 (its max contributes exp2(0)), where both are good to about 2 ulp, far below the
+  // fp16/bf16 rounding of O. IEEE 1/x and logf put a slow-path branch and ~40 dependent
+  // instructions on the launch-bound grids' critical path: 0.2 us of B1 H8 S512. The large tiles
+  // keep them: their epilogue is amortized over many KV steps, and the edit moved their main-loop
+  // code (hd256 2-4% slower; docs/perf.md v9).
+  template <bool kFast>
   __device__ __forceinline__ void finalize(float factor, float (&inv_sum)[kMTiles][2],
                                            float (&lse)[kMTiles][2]) const {
 #pragma unroll
@@ -97,8 +104,13 @@ struct OnlineSoftmax {
       for (int half = 0; half < 2; ++half) {
         const float sum = quad_sum(row_sum[mt][half]);
         const bool empty = sum == 0.f || row_max[mt][half] == -INFINITY;
-        inv_sum[mt][half] = empty ? 0.f : 1.f / sum;
-        lse[mt][half] = empty ? -INFINITY : row_max[mt][half] * factor * kLn2 + logf(sum);
+        if constexpr (kFast) {
+          inv_sum[mt][half] = empty ? 0.f : __fdividef(1.f, sum);
+          lse[mt][half] = empty ? -INFINITY : (row_max[mt][half] * factor + __log2f(sum)) * kLn2;
+        } else {
+          inv_sum[mt][half] = empty ? 0.f : 1.f / sum;
+          lse[mt][half] = empty ? -INFINITY : row_max[mt][half] * factor * kLn2 + logf(sum);
+        }
       }
     }
   }

@@ -27,11 +27,19 @@ __device__ __forceinline__ ThreadIndex fresh_thread_index() {
 template <typename Traits>
 __device__ __forceinline__ OutputTile output_tile(const FwdParams& p, const ThreadIndex& t) {
   // Later query tiles see more keys under a causal mask; launching them first shortens the tail.
-  // Unsplit launches (the common case) skip the integer division.
-  const int split = p.num_splits == 1 ? 0 : t.cta_x % p.num_splits;
-  const int m_block = p.num_m_blocks - 1 - (p.num_splits == 1 ? t.cta_x : t.cta_x / p.num_splits);
-  return {t.cta_z, t.cta_y, m_block * Traits::kBlockM,
-          min((m_block + 1) * Traits::kBlockM, p.seqlen_q), split};
+  if constexpr (Traits::kKeyGroups > 1) {
+    const int m_block_from_end = p.split_divisor.divide(t.cta_x);
+    const int split = t.cta_x - m_block_from_end * p.num_splits;
+    const int m_block = p.num_m_blocks - 1 - m_block_from_end;
+    return {t.cta_z, t.cta_y, m_block * Traits::kBlockM,
+            min((m_block + 1) * Traits::kBlockM, p.seqlen_q), split};
+  } else {
+    // Unsplit launches (the common case) skip the integer division.
+    const int split = p.num_splits == 1 ? 0 : t.cta_x % p.num_splits;
+    const int m_block = p.num_m_blocks - 1 - (p.num_splits == 1 ? t.cta_x : t.cta_x / p.num_splits);
+    return {t.cta_z, t.cta_y, m_block * Traits::kBlockM,
+            min((m_block + 1) * Traits::kBlockM, p.seqlen_q), split};
+  }
 }
 
 // Warp roles: the warps of one key group split the rows, the key groups split each K/V tile.
