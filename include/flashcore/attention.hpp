@@ -38,6 +38,10 @@ enum class TileShape {
   // (sm_90a; head_dim 64). kAuto takes it on sm_90 instead of kSmall once kSmall's grid is past
   // one wave.
   kWarpgroup,
+  // Hopper, head_dim 64: one-warpgroup CTAs (wgmma) in clusters of two that split each 64-row
+  // query tile's keys and merge through distributed shared memory. kAuto takes it instead of
+  // kWarpgroup once kWarpgroup's grid is past one wave. Splits the keys itself: num_splits 0 or 1.
+  kWarpgroupPair,
 };
 
 enum class StatusCode {
@@ -150,7 +154,8 @@ std::vector<Backend> backends();
 const char* backend_name(Backend backend);
 // Parses a backend_name(); returns false for an unknown name.
 bool parse_backend(const std::string& name, Backend* backend);
-// Parses "auto", "large", "small" or "warpgroup" (TileShape); returns false for any other name.
+// Parses "auto", "large", "small", "warpgroup" or "warpgroup-pair" (TileShape); returns false for
+// any other name.
 bool parse_tile_shape(const std::string& name, TileShape* tile);
 
 }  // namespace flashcore

@@ -63,7 +63,9 @@ def attention(
     tile: that kernel's CTA tile, "auto", "large", "small" (32-row CTAs whose warps split the
     keys; auto takes it when the large tile's grid leaves SMs idle) or "warpgroup" (Hopper, head
     dim 64: 64-row CTAs of wgmma warpgroups that split the keys; auto takes it instead of the
-    small tile once that one's grid is past one wave). All are for tuning and tests; every choice
+    small tile once that one's grid is past one wave) or "warpgroup-pair" (Hopper, head dim 64:
+    one-warpgroup CTAs in clusters of two that split the keys; auto takes it once the warpgroup
+    tile's grid is past one wave; num_splits must be 0 or 1). All are for tuning and tests; every choice
     computes the same attention, and a tile the GPU or head dim cannot run raises ValueError.
     out / lse_out: arrays to write into; allocated when omitted (torch: torch.empty; other
     arrays: their __array_namespace__'s empty_like / empty).
@@ -89,7 +91,8 @@ def attention(
         raise TypeError(f"num_splits must be an int (0 = heuristic), got {num_splits!r}")
     if not isinstance(tile, str):
         raise TypeError(
-            f"tile must be a str ('auto', 'large', 'small' or 'warpgroup'), got {tile!r}"
+            f"tile must be a str ('auto', 'large', 'small', 'warpgroup' or 'warpgroup-pair'), "
+            f"got {tile!r}"
         )
     kernel = (backend, int(num_splits), tile)
     causal = bool(causal)

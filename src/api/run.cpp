@@ -127,6 +127,8 @@ bool parse_tile_shape(const std::string& name, TileShape* tile) {
     *tile = TileShape::kSmall;
   } else if (name == "warpgroup") {
     *tile = TileShape::kWarpgroup;
+  } else if (name == "warpgroup-pair") {
+    *tile = TileShape::kWarpgroupPair;
   } else {
     return false;
   }

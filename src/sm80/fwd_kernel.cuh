@@ -3,7 +3,9 @@
 // O += PV on its own rows and its own slice of each K/V tile: with one key group (TileConfig) a
 // warp sees every key; with kKeyGroups > 1 (SmallGridTileConfig) the groups' states merge at the
 // end (key_group_merge.hpp). On Hopper the hd64 warpgroup tile runs the same schedule with each
-// key group a warpgroup issuing wgmma (warpgroup_mma.hpp). K/V stream through shared memory in one
+// key group a warpgroup issuing wgmma (warpgroup_mma.hpp); the cluster-pair tile is one such
+// warpgroup per CTA, and the two CTAs of a cluster split the keys and merge through distributed
+// shared memory (cluster_pair_merge.hpp). K/V stream through shared memory in one
 // of two schedules (the tile table picks, kernel_traits.hpp):
 //  - kStages == 1: one K and one V tile, two barriers per KV step (FlashAttention-2): V lands while
 //    the warps run QK^T and the softmax, the next K lands while they run PV. Fewest registers
@@ -15,6 +17,7 @@
 
 #include <cstdint>
 
+#include "sm80/cluster_pair_merge.hpp"
 #include "sm80/epilogue.hpp"
 #include "sm80/fwd_params.hpp"
 #include "sm80/kernel_traits.hpp"
@@ -45,11 +48,12 @@ __device__ __forceinline__ KvBlockRange kv_block_range(const FwdParams& p, int r
   const int first = first_key / Traits::kBlockKV;
   const int last = (end_key + Traits::kBlockKV - 1) / Traits::kBlockKV;
   // Small-grid tiles divide without a branch (FastDivisor); for the others a uniform branch
-  // spares the unsplit common case an integer division.
-  const int per_split = Traits::kKeyGroups > 1
-                            ? p.split_divisor.divide(last - first + p.num_splits - 1)
-                        : p.num_splits == 1 ? last - first
-                                            : (last - first + p.num_splits - 1) / p.num_splits;
+  // spares the unsplit common case an integer division. A cluster pair splits in halves.
+  const int per_split =
+      Traits::kClusterCtas > 1 ? (last - first + Traits::kClusterCtas - 1) / Traits::kClusterCtas
+      : Traits::kKeyGroups > 1 ? p.split_divisor.divide(last - first + p.num_splits - 1)
+      : p.num_splits == 1      ? last - first
+                               : (last - first + p.num_splits - 1) / p.num_splits;
   const int begin = first + split * per_split;
   const int end = min(begin + per_split, last);
   return {begin, end > begin ? end : begin};
@@ -66,7 +70,7 @@ template <typename Traits>
 __device__ __forceinline__ TileAddresses<typename Traits::Element> tile_addresses(
     const FwdParams& p, const OutputTile& tile) {
   using Element = typename Traits::Element;
-  const int kv_head = Traits::kKeyGroups > 1 ? p.kv_group_divisor.divide(tile.head)
+  const int kv_head = Traits::kSmallGrid     ? p.kv_group_divisor.divide(tile.head)
                       : p.kv_group == 1      ? tile.head
                                              : tile.head / p.kv_group;
   return {static_cast<const Element*>(p.q) + tile.batch * p.q_batch + tile.head * p.q_head +
@@ -85,17 +89,19 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   char* const kv_smem = smem + Traits::kQBytes;  // [stage][K, V]
 
   const int tid = threadIdx.x;
+  if constexpr (Traits::kClusterCtas > 1) announce_cluster_cta_running();
   const WarpRole role = warp_role<Traits>(tid);
   const int lane = role.lane, row_warp = role.row_warp, key_group = role.key_group;
   const OutputTile tile = output_tile<Traits>(p, fresh_thread_index());
 
   // The small-grid tiles take their addresses before the range check, so that no branch
   // separates the parameter reads of their setup (FastDivisor, fwd_params.hpp).
-  constexpr bool kEarlyAddresses = Traits::kKeyGroups > 1;
+  constexpr bool kEarlyAddresses = Traits::kSmallGrid;
   const TileAddresses<Element> early =
       kEarlyAddresses ? tile_addresses<Traits>(p, tile) : TileAddresses<Element>{};
   const KvBlockRange range = kv_block_range<Traits>(p, tile.row_begin, tile.row_end, tile.split);
-  if (range.begin == range.end) {
+  // A cluster CTA with no keys still merges: its empty state (max -inf, sum 0, O 0) has weight 0.
+  if (Traits::kClusterCtas == 1 && range.begin == range.end) {
     store_empty<Traits>(p, tile, tid);
     return;
   }
@@ -255,7 +261,17 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   const ThreadIndex now = fresh_thread_index();
   const OutputTile out_tile = output_tile<Traits>(p, now);
   const WarpRole out_role = warp_role<Traits>(now.tid);
-  if constexpr (Traits::kKeyGroups > 1) {
+  if constexpr (Traits::kClusterCtas > 1) {
+    // Each CTA of the pair stores its half of the columns; LSE comes from rank 0.
+    const int rank = out_tile.split;
+    constexpr int kHalfTiles = Traits::kOutNTiles / 2;
+    float merged[Traits::kWarpMTiles][kHalfTiles][4];
+    merge_cluster_pair<Traits, Traits::kOutNTiles>(smem + Traits::kWorkBytes, now.tid, rank,
+                                                   p.exp_factor, softmax, o, merged);
+    softmax.finalize</*kFast=*/true>(p.exp_factor, inv_sum, lse);
+    store_output<Traits, kHalfTiles>(p, out_tile, q_smem, out_role.row_warp, out_role.lane,
+                                     rank * kHalfTiles, merged, inv_sum, lse, rank == 0);
+  } else if constexpr (Traits::kKeyGroups > 1) {
     // Every warp merges and stores its key group's share of the columns; LSE comes from group 0.
     float merged[Traits::kWarpMTiles][kMergeNTiles<Traits>][4];
     merge_key_groups<Traits>(smem, out_role.row_warp, out_role.key_group, out_role.lane,

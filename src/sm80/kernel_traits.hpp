@@ -102,12 +102,36 @@ struct WarpgroupTileConfig<64> {
   static constexpr bool kWarpgroupMma = true;
 };
 
+// Hopper (sm_90a) tile for hd64 grids past what WarpgroupTileConfig holds in one wave: one
+// warpgroup per CTA (its only key group), and the two CTAs of a cluster split each 64-row query
+// tile's keys, merging their softmax states through distributed shared memory
+// (cluster_pair_merge.hpp). Against the four-warpgroup CTA this halves each CTA's serial KV walk
+// without a 16-warp merge, and a small CTA (40 KiB, 128 threads; 50 KiB with the exchange area)
+// lets four of them share an SM, so e.g. B1 H8 S2048's 512 CTAs run as one wave (docs/perf.md
+// v11). A two-stage ring: three stages fit only three CTAs per SM, four stages two.
+template <int kHeadDim>
+struct WarpgroupPairTileConfig;
+template <>
+struct WarpgroupPairTileConfig<64> {
+  static constexpr int kBlockM = 64, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 2,
+                       kMinCtasPerSm = 1;
+  static constexpr bool kWarpgroupMma = true;
+  static constexpr int kClusterCtas = 2;
+};
+
 // Whether a tile config runs its GEMMs as sm_90a wgmma (WarpgroupTileConfig) or mma.sync.
 template <typename Config, typename = void>
 inline constexpr bool kUsesWarpgroupMma = false;
 template <typename Config>
 inline constexpr bool kUsesWarpgroupMma<Config, std::void_t<decltype(Config::kWarpgroupMma)>> =
     Config::kWarpgroupMma;
+
+// How many CTAs of a cluster split one query tile's keys (WarpgroupPairTileConfig); 1 elsewhere.
+template <typename Config, typename = void>
+inline constexpr int kClusterCtasOf = 1;
+template <typename Config>
+inline constexpr int kClusterCtasOf<Config, std::void_t<decltype(Config::kClusterCtas)>> =
+    Config::kClusterCtas;
 
 template <typename Element>
 struct MmaAtomFor;
@@ -134,6 +158,9 @@ struct KernelTraits {
   static constexpr int kStages = Config::kStages;
   static constexpr int kMinCtasPerSm = Config::kMinCtasPerSm;
   static constexpr bool kWarpgroupMma = kUsesWarpgroupMma<Config>;
+  static constexpr int kClusterCtas = kClusterCtasOf<Config>;
+  // The small-grid tiles (keys split across warps or CTAs) take the branch-free setup.
+  static constexpr bool kSmallGrid = kKeyGroups > 1 || kClusterCtas > 1;
   static constexpr int kWarps = kRowWarps * kKeyGroups;
   static constexpr int kThreads = kWarps * kWarpSize;
   static constexpr int kBlockKV = kBlockN * kKeyGroups;  // keys per K/V tile (one KV step)
@@ -147,9 +174,18 @@ struct KernelTraits {
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKVTileBytes = kBlockKV * kHeadDim * 2;             // one of K or V
   static constexpr int kSliceBytes = kBlockN * kHeadDim * 2;               // one warp's keys of it
-  static constexpr int kSmemBytes = kQBytes + kStages * 2 * kKVTileBytes;  // Q, [stage][K, V]
+  static constexpr int kWorkBytes = kQBytes + kStages * 2 * kKVTileBytes;  // Q, [stage][K, V]
+  // A cluster pair's exchange area (cluster_pair_merge.hpp), apart from the Q and K/V tiles this
+  // CTA may still be reading when the partner's half arrives: per thread, half of its O columns
+  // plus the two rows' max and sum of each m16 tile.
+  static constexpr int kExchangeFloats =
+      kClusterCtas == 1 ? 0 : kWarpMTiles * (kOutNTiles / kClusterCtas * 4 + 4);
+  static constexpr int kExchangeBytes = kThreads * kExchangeFloats * 4;
+  static constexpr int kSmemBytes = kWorkBytes + kExchangeBytes;
 
   static_assert(kWarpRows % kMmaM == 0, "each warp owns whole m16 tiles");
+  static_assert(kClusterCtas == 1 || (kKeyGroups == 1 && kWarpgroupMma),
+                "a cluster pair is one warpgroup per CTA");
   static_assert(kBlockN % kMmaK == 0 && kHeadDim % kMmaK == 0, "tiles are whole mma k-steps");
 };
 

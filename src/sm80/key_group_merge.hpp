@@ -37,9 +37,9 @@ struct KeyGroupMerge {
   // The states go after the Q tile when they fit, so the epilogue can stage O in the Q tile while
   // other warps still read states; otherwise (hd256) they start at 0 and a barrier separates the
   // two.
-  static constexpr bool kAfterQ = Traits::kQBytes + kStatesBytes <= Traits::kSmemBytes;
+  static constexpr bool kAfterQ = Traits::kQBytes + kStatesBytes <= Traits::kWorkBytes;
   static constexpr int kStatesOffset = kAfterQ ? Traits::kQBytes : 0;
-  static_assert(kStatesOffset + kStatesBytes <= Traits::kSmemBytes,
+  static_assert(kStatesOffset + kStatesBytes <= Traits::kWorkBytes,
                 "the merge fits in the CTA's shared memory");
   static_assert(Traits::kOutNTiles % Traits::kKeyGroups == 0, "groups split the n8 tiles evenly");
 };

@@ -12,6 +12,7 @@
 #include "sm80/kernel_traits.hpp"
 #include "sm80/sm80_fwd.hpp"
 #include "sm80/split_kv.hpp"
+#include "sm80/warpgroup_pair.hpp"
 
 namespace flashcore::detail {
 namespace {
@@ -24,35 +25,40 @@ constexpr int64_t kMaxSeqlen = int64_t{1} << 29;
 constexpr int64_t kMaxGridYZ = 65535;  // heads go to gridDim.y, batch to gridDim.z
 constexpr int64_t kSmallTileMaxWaves = 2;  // see with_variant
 
-// Stands in for the warpgroup tile of head dims that have none.
+// Stands in for the Hopper tiles of head dims that have none.
 struct NoWarpgroupTile {};
 
-// The tiles of one (dtype, head dim): the large one, the small-grid one and, for hd64 only, the
-// small-grid tile with sm_90a wgmma (with_variant picks).
-template <typename Element, int kHeadDim, typename Fn>
-void with_tiles(Fn&& fn) {
+// The tiles of one (dtype, head dim), with_variant picks: the large one, the small-grid one and,
+// for hd64 only, the two sm_90a wgmma tiles (four warpgroups per CTA; one per CTA in cluster
+// pairs).
+template <typename Element, int kHeadDim>
+struct Tiles {
   using Large = KernelTraits<Element, kHeadDim>;
   using Small = KernelTraits<Element, kHeadDim, sm80::SmallGridTileConfig<kHeadDim>>;
-  if constexpr (kHeadDim == 64) {
-    fn(Large{}, Small{}, KernelTraits<Element, kHeadDim, sm80::WarpgroupTileConfig<kHeadDim>>{});
-  } else {
-    fn(Large{}, Small{}, NoWarpgroupTile{});
-  }
-}
+  using Warpgroup = NoWarpgroupTile;
+  using WarpgroupPair = NoWarpgroupTile;
+};
+template <typename Element>
+struct Tiles<Element, 64> {
+  using Large = KernelTraits<Element, 64>;
+  using Small = KernelTraits<Element, 64, sm80::SmallGridTileConfig<64>>;
+  using Warpgroup = KernelTraits<Element, 64, sm80::WarpgroupTileConfig<64>>;
+  using WarpgroupPair = KernelTraits<Element, 64, sm80::WarpgroupPairTileConfig<64>>;
+};
 
-// THE instantiation list: fn receives default-constructed traits of the tiles (with_tiles).
+// THE instantiation list: fn receives the tiles of one (dtype, head dim) (Tiles).
 // Returns false when (dtype, head_dim) has no kernel.
 template <typename Element, typename Fn>
 bool with_head_dim(int64_t head_dim, Fn&& fn) {
   switch (head_dim) {
     case 64:
-      with_tiles<Element, 64>(fn);
+      fn(Tiles<Element, 64>{});
       return true;
     case 128:
-      with_tiles<Element, 128>(fn);
+      fn(Tiles<Element, 128>{});
       return true;
     case 256:
-      with_tiles<Element, 256>(fn);
+      fn(Tiles<Element, 256>{});
       return true;
     default:
       return false;
@@ -132,7 +138,8 @@ FwdParams plan(const Problem& problem, const cudaDeviceProp& device) {
   in.sm_count = device.multiProcessorCount;
   in.ctas_per_sm = ctas_per_sm;
   in.requested = problem.params.num_splits;
-  p.num_splits = sm80::choose_num_splits(in);
+  // A cluster pair splits the keys in two itself and merges without a workspace.
+  p.num_splits = Traits::kClusterCtas > 1 ? 1 : sm80::choose_num_splits(in);
   p.split_divisor = sm80::FastDivisor::of(p.num_splits);
   return p;
 }
@@ -149,7 +156,13 @@ bool warpgroup_tile_runs(const cudaDeviceProp& device) {
     if (device.major != 9) return false;
     static const bool has_sm90a_code = [] {
       cudaFuncAttributes attributes{};
-      if (cudaFuncGetAttributes(&attributes, sm80::fwd_kernel<WarpgroupTraits>) != cudaSuccess) {
+      cudaError_t err = cudaSuccess;
+      if constexpr (WarpgroupTraits::kClusterCtas > 1) {
+        err = sm80::warpgroup_pair_attributes<typename WarpgroupTraits::Element>(&attributes);
+      } else {
+        err = cudaFuncGetAttributes(&attributes, sm80::fwd_kernel<WarpgroupTraits>);
+      }
+      if (err != cudaSuccess) {
         (void)cudaGetLastError();  // not sticky; keep it out of the launch's error check
         return false;
       }
@@ -162,42 +175,62 @@ bool warpgroup_tile_runs(const cudaDeviceProp& device) {
 
 // TileShape::kAuto takes the large tile unless its grid leaves SMs idle. Then it takes the small
 // tile (four times the large grid, keys split across warps) if that grid is one wave at most. If
-// it is more, it takes the warpgroup tile where that runs (Hopper, hd64; twice the large grid),
-// else the small tile up to two waves. Measured on the H100 (docs/perf.md v8): within one wave
-// the small tile's 32-row CTAs win (B1 H8 S512: 6.4 vs 7.9 us for the warpgroup tile's 64 CTAs,
-// which leave half the SMs idle); past one wave the warpgroup tile wins (B1 H12 S512: 8.2 vs
-// 11.2 us, B1 H8 S1024: 11.8 vs 16.5, and against the large tile B1 H8 S2048: 35.2 vs 38.7).
-// Beyond two waves every 32-row CTA re-reading its head's K/V costs more than the idle SMs
-// (docs/perf-sm80-notes.md, v5). The small tile must also fit the device's shared memory. A
-// forced tile that cannot run was rejected by sm80_rejects. fn gets the chosen traits.
-template <typename Traits, typename SmallTraits, typename WarpgroupTraits, typename Fn>
+// it is more, it takes a Hopper tile where those run (hd64): the four-warpgroup one while its grid
+// (twice the large grid) is one wave at most, else the cluster-pair one (four times the large
+// grid, up to four small CTAs per SM); elsewhere the small tile up to two waves. Measured on the
+// H100 (docs/perf.md v8, v11): within one wave the small tile's 32-row CTAs win (B1 H8 S512: 6.4
+// vs 7.9 us for the warpgroup tile's 64 CTAs, which leave half the SMs idle); past it the
+// warpgroup tile wins (B1 H12 S512: 8.2 vs 11.2 us, B1 H8 S1024: 11.8 vs 16.5); past one wave of
+// its own the pair does (B1 H32 S512: 10.8 vs 13.0 us, B1 H8 S2048: 27.0 vs 33.0). Beyond two waves
+// every 32-row CTA re-reading its head's K/V costs more than the idle SMs (docs/perf-sm80-notes.md,
+// v5). The small tile must also fit the device's shared memory. A forced tile that cannot run was
+// rejected by sm80_rejects. fn gets the chosen traits.
+template <typename TilesT, typename Fn>
 void with_variant(const Problem& problem, const cudaDeviceProp& device, Fn&& fn) {
+  using Large = typename TilesT::Large;
+  using Small = typename TilesT::Small;
+  using Warpgroup = typename TilesT::Warpgroup;
+  using WarpgroupPair = typename TilesT::WarpgroupPair;
+  constexpr bool kHasHopperTiles = !std::is_same_v<Warpgroup, NoWarpgroupTile>;
   const TileShape tile = problem.params.tile;
-  if (tile == TileShape::kWarpgroup) {
-    if constexpr (!std::is_same_v<WarpgroupTraits, NoWarpgroupTile>) fn(WarpgroupTraits{});
+  if (tile == TileShape::kWarpgroup || tile == TileShape::kWarpgroupPair) {
+    if constexpr (kHasHopperTiles) {
+      if (tile == TileShape::kWarpgroup) {
+        fn(Warpgroup{});
+      } else {
+        fn(WarpgroupPair{});
+      }
+    }
     return;
   }
   bool small = tile == TileShape::kSmall;
   if (tile == TileShape::kAuto) {
     const FwdParams p = kernel_view(problem);
     const int64_t heads = static_cast<int64_t>(p.batch) * p.heads;
-    const int64_t large_ctas = heads * ((p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM);
-    const int64_t small_ctas =
-        heads * ((p.seqlen_q + SmallTraits::kBlockM - 1) / SmallTraits::kBlockM);
+    auto ctas = [&](int64_t block_m) { return heads * ((p.seqlen_q + block_m - 1) / block_m); };
+    const int64_t large_ctas = ctas(Large::kBlockM);
+    const int64_t small_ctas = ctas(Small::kBlockM);
     const int64_t sms = device.multiProcessorCount;
     const bool small_fits =
-        static_cast<size_t>(SmallTraits::kSmemBytes) <= device.sharedMemPerBlockOptin;
-    if (large_ctas < sms && !(small_fits && small_ctas <= sms) &&
-        warpgroup_tile_runs<WarpgroupTraits>(device)) {
-      if constexpr (!std::is_same_v<WarpgroupTraits, NoWarpgroupTile>) fn(WarpgroupTraits{});
-      return;
+        static_cast<size_t>(Small::kSmemBytes) <= device.sharedMemPerBlockOptin;
+    if constexpr (kHasHopperTiles) {
+      if (large_ctas < sms && !(small_fits && small_ctas <= sms) &&
+          warpgroup_tile_runs<Warpgroup>(device) && warpgroup_tile_runs<WarpgroupPair>(device)) {
+        // The pair splits the keys itself, so a caller's split count keeps the warpgroup tile.
+        if (ctas(Warpgroup::kBlockM) <= sms || problem.params.num_splits > 1) {
+          fn(Warpgroup{});
+        } else {
+          fn(WarpgroupPair{});
+        }
+        return;
+      }
     }
     small = large_ctas < sms && small_ctas <= kSmallTileMaxWaves * sms && small_fits;
   }
   if (small) {
-    fn(SmallTraits{});
+    fn(Small{});
   } else {
-    fn(Traits{});
+    fn(Large{});
   }
 }
 
@@ -215,16 +248,20 @@ Status launch_with(const Problem& problem, const cudaDeviceProp& device, void* w
     p.lse_partial = p.o_partial + p.num_splits * kernel_rows(p) * Traits::kHeadDim;
   }
 
-  const auto kernel = sm80::fwd_kernel<Traits>;
-  if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             Traits::kSmemBytes);
-      err != cudaSuccess) {
-    return launch_status(err, "sm80 fwd_kernel");
+  if constexpr (Traits::kClusterCtas > 1) {
+    return launch_status(sm80::launch_warpgroup_pair<Element>(p, stream), "sm80 fwd_kernel");
+  } else {
+    const auto kernel = sm80::fwd_kernel<Traits>;
+    if (cudaError_t err = cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
+        err != cudaSuccess) {
+      return launch_status(err, "sm80 fwd_kernel");
+    }
+    const dim3 grid(static_cast<unsigned>(p.num_m_blocks * p.num_splits),
+                    static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
+    kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
+    if (Status s = launch_status(cudaGetLastError(), "sm80 fwd_kernel"); !s.ok()) return s;
   }
-  const dim3 grid(static_cast<unsigned>(p.num_m_blocks * p.num_splits),
-                  static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
-  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
-  if (Status s = launch_status(cudaGetLastError(), "sm80 fwd_kernel"); !s.ok()) return s;
 
   if (p.num_splits > 1) {
     const int64_t vectors = kernel_rows(p) * (Traits::kHeadDim / sm80::kCombineVector);
@@ -248,18 +285,28 @@ const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
   if (a.heads_q > kMaxGridYZ || a.batch > kMaxGridYZ)
     return "supports batch and heads_q up to 65535";
   int smem_bytes = 0;  // of the large tile, or the small one when forced (auto uses it if it fits)
-  bool warpgroup_runs = false;
-  if (!with_traits(a.q.dtype, a.head_dim, [&](auto traits, auto small, auto warpgroup) {
-        smem_bytes = a.tile == TileShape::kSmall ? decltype(small)::kSmemBytes
-                                                 : decltype(traits)::kSmemBytes;
+  bool hopper_tile_runs = false;
+  const bool hopper_tile = a.tile == TileShape::kWarpgroup || a.tile == TileShape::kWarpgroupPair;
+  if (!with_traits(a.q.dtype, a.head_dim, [&](auto tiles) {
+        using TilesT = decltype(tiles);
+        smem_bytes = a.tile == TileShape::kSmall ? TilesT::Small::kSmemBytes
+                                                 : TilesT::Large::kSmemBytes;
         // Asked only when forced: this runs on every call's validation.
-        warpgroup_runs = a.tile == TileShape::kWarpgroup &&
-                         warpgroup_tile_runs<decltype(warpgroup)>(device);
+        if (hopper_tile) {
+          hopper_tile_runs = a.tile == TileShape::kWarpgroup
+                                 ? warpgroup_tile_runs<typename TilesT::Warpgroup>(device)
+                                 : warpgroup_tile_runs<typename TilesT::WarpgroupPair>(device);
+        }
       })) {
     return "has no kernel for this head_dim; use 64, 128 or 256";
   }
-  if (a.tile == TileShape::kWarpgroup && !warpgroup_runs) {
-    return "tile kWarpgroup needs head_dim 64, an sm_90 GPU and a build with sm_90a code";
+  if (a.tile == TileShape::kWarpgroupPair && a.num_splits > 1) {
+    return "tile kWarpgroupPair splits the keys across its CTA pair itself; use num_splits 0 or 1";
+  }
+  if (hopper_tile && !hopper_tile_runs) {
+    return a.tile == TileShape::kWarpgroup
+               ? "tile kWarpgroup needs head_dim 64, an sm_90 GPU and a build with sm_90a code"
+               : "tile kWarpgroupPair needs head_dim 64, an sm_90 GPU and a build with sm_90a code";
   }
   if (static_cast<size_t>(smem_bytes) > device.sharedMemPerBlockOptin) {
     return "needs more shared memory per block than this GPU allows for this head_dim";
@@ -271,10 +318,8 @@ size_t sm80_workspace_bytes(const Problem& problem) {
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
   size_t bytes = 0;
-  with_traits(problem.params.q.dtype, problem.params.head_dim,
-              [&](auto traits, auto small, auto warpgroup) {
-    with_variant<decltype(traits), decltype(small), decltype(warpgroup)>(
-        problem, device, [&](auto chosen) {
+  with_traits(problem.params.q.dtype, problem.params.head_dim, [&](auto tiles) {
+    with_variant<decltype(tiles)>(problem, device, [&](auto chosen) {
       using Traits = decltype(chosen);
       const FwdParams p = plan<Traits>(problem, device);
       bytes = sm80::split_workspace_bytes(p.num_splits, kernel_rows(p), Traits::kHeadDim);
@@ -287,10 +332,8 @@ Status launch_sm80(const Problem& problem, void* workspace, cudaStream_t stream)
   cudaDeviceProp device{};
   if (Status s = current_device_properties(&device); !s.ok()) return s;
   Status status = {StatusCode::kUnsupported, "sm80: head_dim has no kernel"};
-  with_traits(problem.params.q.dtype, problem.params.head_dim,
-              [&](auto traits, auto small, auto warpgroup) {
-    with_variant<decltype(traits), decltype(small), decltype(warpgroup)>(
-        problem, device, [&](auto chosen) {
+  with_traits(problem.params.q.dtype, problem.params.head_dim, [&](auto tiles) {
+    with_variant<decltype(tiles)>(problem, device, [&](auto chosen) {
       status = launch_with<decltype(chosen)>(problem, device, workspace, stream);
     });
   });

@@ -1,5 +1,6 @@
 // Which output tile a CTA computes, and the warp roles inside it: one CTA per (query tile, head,
-// batch, KV split), grid (num_m_blocks * num_splits, heads, batch).
+// batch, KV split), grid (num_m_blocks * num_splits, heads, batch); a cluster pair's two CTAs
+// (consecutive x) share a query tile, so its grid is (num_m_blocks * 2, heads, batch).
 #pragma once
 
 #include "sm80/epilogue.hpp"
@@ -27,7 +28,12 @@ __device__ __forceinline__ ThreadIndex fresh_thread_index() {
 template <typename Traits>
 __device__ __forceinline__ OutputTile output_tile(const FwdParams& p, const ThreadIndex& t) {
   // Later query tiles see more keys under a causal mask; launching them first shortens the tail.
-  if constexpr (Traits::kKeyGroups > 1) {
+  if constexpr (Traits::kClusterCtas > 1) {
+    // A cluster (consecutive cta_x) shares one query tile; its rank is the key split.
+    const int m_block = p.num_m_blocks - 1 - t.cta_x / Traits::kClusterCtas;
+    return {t.cta_z, t.cta_y, m_block * Traits::kBlockM,
+            min((m_block + 1) * Traits::kBlockM, p.seqlen_q), t.cta_x % Traits::kClusterCtas};
+  } else if constexpr (Traits::kKeyGroups > 1) {
     const int m_block_from_end = p.split_divisor.divide(t.cta_x);
     const int split = t.cta_x - m_block_from_end * p.num_splits;
     const int m_block = p.num_m_blocks - 1 - m_block_from_end;

@@ -104,7 +104,7 @@ TEST(Cli, BadTargetExtraArgs) {
   EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg",
                       "flashcore:sm80=--tile 64"},
                      &o, &error));
-  EXPECT_NE(error.find("auto, large, small or warpgroup"), std::string::npos);
+  EXPECT_NE(error.find("auto, large, small, warpgroup or warpgroup-pair"), std::string::npos);
   EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore=--backend sm80"},
                      &o, &error));
 }

@@ -117,6 +117,8 @@ TEST(TileShapes, NamesParse) {
   EXPECT_EQ(tile, TileShape::kLarge);
   ASSERT_TRUE(parse_tile_shape("warpgroup", &tile));
   EXPECT_EQ(tile, TileShape::kWarpgroup);
+  ASSERT_TRUE(parse_tile_shape("warpgroup-pair", &tile));
+  EXPECT_EQ(tile, TileShape::kWarpgroupPair);
   ASSERT_TRUE(parse_tile_shape("auto", &tile));
   EXPECT_EQ(tile, TileShape::kAuto);
   EXPECT_FALSE(parse_tile_shape("medium", &tile));

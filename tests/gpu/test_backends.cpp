@@ -89,22 +89,26 @@ void check_backend(const AttentionCase& c, CaseData& data, Backend backend, Tile
   }
 }
 
-// The sm80 backend's wgmma tile exists for hd64 on sm_90 only; everywhere else it must be
-// rejected as unsupported, and on an H100 with hd64 it must run.
-void check_warpgroup_tile(const AttentionCase& c, CaseData& data, int num_splits) {
+// The sm80 backend's wgmma tiles exist for hd64 on sm_90 only; everywhere else they must be
+// rejected as unsupported, and on an H100 with hd64 they must run. The cluster-pair tile splits
+// the keys itself and rejects a split count.
+void check_warpgroup_tile(const AttentionCase& c, CaseData& data, TileShape tile, int num_splits) {
   AttentionParams params = data.params(Backend::kSm80);
   params.num_splits = num_splits;
-  params.tile = TileShape::kWarpgroup;
+  params.tile = tile;
   const Status can = can_implement(params);
   cudaDeviceProp device{};
   CUDA_ASSERT_OK(cudaGetDeviceProperties(&device, 0));
-  const bool expected = c.head_dim == 64 && device.major == 9;
+  const bool expected = c.head_dim == 64 && device.major == 9 &&
+                        !(tile == TileShape::kWarpgroupPair && num_splits > 1);
   if (!expected) {
-    EXPECT_EQ(can.code, StatusCode::kUnsupported) << "the warpgroup tile must be rejected here";
+    EXPECT_EQ(can.code, StatusCode::kUnsupported)
+        << "tile " << static_cast<int>(tile) << " must be rejected here";
     return;
   }
-  ASSERT_TRUE(can.ok()) << "hd64 on sm_90 must run the warpgroup tile: " << can.message;
-  check_backend(c, data, Backend::kSm80, TileShape::kWarpgroup, num_splits);
+  ASSERT_TRUE(can.ok()) << "hd64 on sm_90 must run tile " << static_cast<int>(tile) << ": "
+                        << can.message;
+  check_backend(c, data, Backend::kSm80, tile, num_splits);
 }
 
 // Runs every backend on one case (with a forced split-KV count when num_splits > 0). The sm80
@@ -119,7 +123,8 @@ void check_all_backends(const AttentionCase& c, int num_splits) {
     if (backend == Backend::kSm80) {
       check_backend(c, data, backend, TileShape::kLarge, num_splits);
       check_backend(c, data, backend, TileShape::kSmall, num_splits);
-      check_warpgroup_tile(c, data, num_splits);
+      check_warpgroup_tile(c, data, TileShape::kWarpgroup, num_splits);
+      check_warpgroup_tile(c, data, TileShape::kWarpgroupPair, num_splits);
     }
   }
 }

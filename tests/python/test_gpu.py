@@ -161,7 +161,7 @@ def test_every_provider(provider, dtype, mask, head_dim):
     assert_lse_matches(lse, q, k, v, **options)
 
 
-@pytest.mark.parametrize("tile", ["auto", "large", "small", "warpgroup"])
+@pytest.mark.parametrize("tile", ["auto", "large", "small", "warpgroup", "warpgroup-pair"])
 @pytest.mark.parametrize("num_splits", [0, 1, 3])
 @pytest.mark.parametrize("mask", ["none", "causal", "window"])
 @pytest.mark.parametrize("head_dim", [64, 128])
@@ -170,8 +170,13 @@ def test_tile_and_split_choices(tile, num_splits, mask, head_dim):
     # choice must compute the same attention.
     options = MASKS[mask]
     q, k, v = inputs(1, 77, 517, 4, 2, head_dim, torch.float16)
-    if tile == "warpgroup" and (head_dim != 64 or torch.cuda.get_device_capability()[0] != 9):
+    hopper_tile = tile.startswith("warpgroup")
+    if hopper_tile and (head_dim != 64 or torch.cuda.get_device_capability()[0] != 9):
         with pytest.raises(ValueError, match="kWarpgroup"):
+            flashcore.attention(q, k, v, backend="sm80", num_splits=num_splits, tile=tile)
+        return
+    if tile == "warpgroup-pair" and num_splits > 1:
+        with pytest.raises(ValueError, match="num_splits 0 or 1"):
             flashcore.attention(q, k, v, backend="sm80", num_splits=num_splits, tile=tile)
         return
     out, lse = flashcore.attention(

@@ -40,7 +40,7 @@ bool parse_target_args(const std::string& target, const std::string& flags,
   std::istringstream in(flags);
   std::vector<std::string> tokens;
   for (std::string token; in >> token;) tokens.push_back(token);
-  const std::string valid = "valid flags: --backend NAME, --num-splits N, --tile auto|large|small|warpgroup";
+  const std::string valid = "valid flags: --backend NAME, --num-splits N, --tile auto|large|small|warpgroup|warpgroup-pair";
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string& flag = tokens[i];
     if (i + 1 >= tokens.size()) {
@@ -64,9 +64,10 @@ bool parse_target_args(const std::string& target, const std::string& flags,
       }
       args->num_splits = static_cast<int>(n);
     } else if (flag == "--tile") {
-      if (value != "auto" && value != "large" && value != "small" && value != "warpgroup") {
+      if (value != "auto" && value != "large" && value != "small" && value != "warpgroup" &&
+          value != "warpgroup-pair") {
         *error = "--target-extra-arg " + target + ": --tile '" + value +
-                 "' is not valid; use auto, large, small or warpgroup";
+                 "' is not valid; use auto, large, small, warpgroup or warpgroup-pair";
         return false;
       }
       args->tile = value;
@@ -378,10 +379,11 @@ Options:
                           per-target flags; T is chapter:workload. Flags:
                             --backend NAME   provider to run (auto, scalar, unfused, wmma, sm80)
                             --num-splits N   split-KV count (0 heuristic, 1 off)
-                            --tile auto|large|small|warpgroup
-                                             CTA tile of the sm80 kernel (auto: warpgroup on
-                                             Hopper at hd64, else small, when the large
-                                             tile's grid leaves SMs idle)
+                            --tile auto|large|small|warpgroup|warpgroup-pair
+                                             CTA tile of the sm80 kernel (auto: when the large
+                                             tile's grid leaves SMs idle, small, or on Hopper
+                                             at hd64 warpgroup, then warpgroup-pair, as the
+                                             grid grows)
   --out DIR               artifact folder (default lab-out/<UTC timestamp>)
   --check-expectations    compare with each chapter's expectations file; exit 3 and name each
                           regression when a threshold is missed

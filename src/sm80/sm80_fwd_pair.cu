@@ -1,0 +1,50 @@
+// Instantiations and launch of the cluster-pair tile (warpgroup_pair.hpp says why it has its own
+// translation unit).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "sm80/fwd_kernel.cuh"
+#include "sm80/kernel_traits.hpp"
+#include "sm80/warpgroup_pair.hpp"
+
+namespace flashcore::sm80 {
+
+template <typename Element>
+using PairTraits = KernelTraits<Element, 64, WarpgroupPairTileConfig<64>>;
+
+template <typename Element>
+cudaError_t warpgroup_pair_attributes(cudaFuncAttributes* attributes) {
+  return cudaFuncGetAttributes(attributes, fwd_kernel<PairTraits<Element>>);
+}
+
+template <typename Element>
+cudaError_t launch_warpgroup_pair(const FwdParams& p, cudaStream_t stream) {
+  using Traits = PairTraits<Element>;
+  const auto kernel = fwd_kernel<Traits>;
+  if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             Traits::kSmemBytes);
+      err != cudaSuccess) {
+    return err;
+  }
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = Traits::kClusterCtas;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(p.num_m_blocks * Traits::kClusterCtas),
+                        static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
+  config.blockDim = dim3(Traits::kThreads);
+  config.dynamicSmemBytes = Traits::kSmemBytes;
+  config.stream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, p);
+}
+
+template cudaError_t warpgroup_pair_attributes<__half>(cudaFuncAttributes*);
+template cudaError_t warpgroup_pair_attributes<__nv_bfloat16>(cudaFuncAttributes*);
+template cudaError_t launch_warpgroup_pair<__half>(const FwdParams&, cudaStream_t);
+template cudaError_t launch_warpgroup_pair<__nv_bfloat16>(const FwdParams&, cudaStream_t);
+
+}  // namespace flashcore::sm80
