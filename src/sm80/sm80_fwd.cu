@@ -33,17 +33,13 @@ struct NoWarpgroupTile {};
 // pairs).
 template <typename Element, int kHeadDim>
 struct Tiles {
+  template <typename Config>
+  using HopperOnly = std::conditional_t<kHeadDim == 64, KernelTraits<Element, kHeadDim, Config>,
+                                        NoWarpgroupTile>;
   using Large = KernelTraits<Element, kHeadDim>;
   using Small = KernelTraits<Element, kHeadDim, sm80::SmallGridTileConfig<kHeadDim>>;
-  using Warpgroup = NoWarpgroupTile;
-  using WarpgroupPair = NoWarpgroupTile;
-};
-template <typename Element>
-struct Tiles<Element, 64> {
-  using Large = KernelTraits<Element, 64>;
-  using Small = KernelTraits<Element, 64, sm80::SmallGridTileConfig<64>>;
-  using Warpgroup = KernelTraits<Element, 64, sm80::WarpgroupTileConfig<64>>;
-  using WarpgroupPair = KernelTraits<Element, 64, sm80::WarpgroupPairTileConfig<64>>;
+  using Warpgroup = HopperOnly<sm80::WarpgroupTileConfig<kHeadDim>>;
+  using WarpgroupPair = HopperOnly<sm80::WarpgroupPairTileConfig<kHeadDim>>;
 };
 
 // THE instantiation list: fn receives the tiles of one (dtype, head dim) (Tiles).
@@ -214,15 +210,17 @@ void with_variant(const Problem& problem, const cudaDeviceProp& device, Fn&& fn)
     const bool small_fits =
         static_cast<size_t>(Small::kSmemBytes) <= device.sharedMemPerBlockOptin;
     if constexpr (kHasHopperTiles) {
-      if (large_ctas < sms && !(small_fits && small_ctas <= sms) &&
-          warpgroup_tile_runs<Warpgroup>(device) && warpgroup_tile_runs<WarpgroupPair>(device)) {
+      if (large_ctas < sms && !(small_fits && small_ctas <= sms)) {
         // The pair splits the keys itself, so a caller's split count keeps the warpgroup tile.
-        if (ctas(Warpgroup::kBlockM) <= sms || problem.params.num_splits > 1) {
-          fn(Warpgroup{});
-        } else {
+        const bool pair = ctas(Warpgroup::kBlockM) > sms && problem.params.num_splits <= 1;
+        if (pair && warpgroup_tile_runs<WarpgroupPair>(device)) {
           fn(WarpgroupPair{});
+          return;
         }
-        return;
+        if (!pair && warpgroup_tile_runs<Warpgroup>(device)) {
+          fn(Warpgroup{});
+          return;
+        }
       }
     }
     small = large_ctas < sms && small_ctas <= kSmallTileMaxWaves * sms && small_fits;
