@@ -44,6 +44,7 @@ def attention(
     backend="auto",
     num_splits=0,
     tile="auto",
+    enable_pdl=True,
     out=None,
     lse_out=None,
     stream=None,
@@ -67,6 +68,10 @@ def attention(
     one-warpgroup CTAs in clusters of two that split the keys; auto takes it once the warpgroup
     tile's grid is past one wave; num_splits must be 0 or 1). All are for tuning and tests; every choice
     computes the same attention, and a tile the GPU or head dim cannot run raises ValueError.
+    enable_pdl: programmatic dependent launch on Hopper and newer (FlashInfer's enable_pdl): the
+    small-grid kernels may start while the previous kernel on the stream finishes and wait for it
+    before touching memory, which hides part of a launch. Same results either way; no effect on
+    older GPUs or other backends.
     out / lse_out: arrays to write into; allocated when omitted (torch: torch.empty; other
     arrays: their __array_namespace__'s empty_like / empty).
     stream: the cudaStream_t as an int; default: torch's current stream for torch tensors, else 0
@@ -94,7 +99,9 @@ def attention(
             f"tile must be a str ('auto', 'large', 'small', 'warpgroup' or 'warpgroup-pair'), "
             f"got {tile!r}"
         )
-    kernel = (backend, int(num_splits), tile)
+    if not isinstance(enable_pdl, bool):
+        raise TypeError(f"enable_pdl must be a bool, got {enable_pdl!r}")
+    kernel = (backend, int(num_splits), tile, enable_pdl)
     causal = bool(causal)
     softcap = float(softcap)
 

@@ -35,7 +35,7 @@ def native():
 def run(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel, stream, workspace=None):
     """Validates and launches on `stream` (an int cudaStream_t); records the provider that ran.
 
-    kernel: (backend, num_splits, tile). workspace: a device array of at least
+    kernel: (backend, num_splits, tile, enable_pdl). workspace: a device array of at least
     workspace_size(...) bytes, or None to let the library allocate it stream-ordered (slow for
     large sizes: the pool gives it back at every sync)."""
     provider = native().attention(

@@ -40,6 +40,7 @@ def attention_op(
     backend: str,
     num_splits: int = 0,
     tile: str = "auto",
+    enable_pdl: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns (out, lse): out like q but contiguous BSHD, lse float32 [batch, heads_q, seqlen_q].
 
@@ -48,7 +49,7 @@ def attention_op(
     lse = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     window = (window_left, window_right)
-    kernel = (backend, num_splits, tile)
+    kernel = (backend, num_splits, tile, enable_pdl)
     workspace = _workspace(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel)
     _core.run(
         q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel, _current_stream(q),
@@ -60,7 +61,7 @@ def attention_op(
 @attention_op.register_fake
 def _attention_fake(
     q, k, v, causal, softmax_scale, window_left, window_right, softcap, backend, num_splits=0,
-    tile="auto",
+    tile="auto", enable_pdl=True,
 ):
     return q.new_empty(q.shape), q.new_empty(_lse_shape(q), dtype=torch.float32)
 
@@ -69,7 +70,7 @@ def attention(
     q, k, v, causal, softmax_scale, window, softcap, return_lse, kernel, out, lse_out, stream
 ):
     """flashcore.attention for torch tensors (arguments already normalized; kernel is
-    (backend, num_splits, tile))."""
+    (backend, num_splits, tile, enable_pdl))."""
     if torch.compiler.is_compiling():
         if stream is not None:
             raise ValueError(

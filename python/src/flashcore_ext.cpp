@@ -200,7 +200,7 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
                                        float softmax_scale, bool causal, int64_t window_left,
                                        int64_t window_right, float softcap, const std::string& backend,
                                        int64_t num_splits, const std::string& tile,
-                                       std::uintptr_t stream, int* device_out) {
+                                       bool enable_pdl, std::uintptr_t stream, int* device_out) {
   const flashcore::Backend chosen = backend_from(backend);
   const flashcore::TileShape tile_shape = tile_from(tile);
   if (num_splits < 0 || num_splits > std::numeric_limits<int>::max()) {
@@ -306,6 +306,7 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
   params.backend = chosen;
   params.num_splits = static_cast<int>(num_splits);
   params.tile = tile_shape;
+  params.enable_pdl = enable_pdl;
   params.stream = reinterpret_cast<cudaStream_t>(stream);
   *device_out = device;
   return params;
@@ -317,11 +318,12 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
 size_t workspace_size(const Array& q, const Array& k, const Array& v, const MutableArray& out,
                       std::optional<MutableArray> lse, float softmax_scale, bool causal,
                       int64_t window_left, int64_t window_right, float softcap,
-                      const std::string& backend, int64_t num_splits, const std::string& tile) {
+                      const std::string& backend, int64_t num_splits, const std::string& tile,
+                      bool enable_pdl) {
   int device = 0;
   const flashcore::AttentionParams params =
       make_params(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
-                  backend, num_splits, tile, 0, &device);
+                  backend, num_splits, tile, enable_pdl, 0, &device);
   flashcore::Status status;
   size_t bytes = 0;
   {
@@ -340,11 +342,12 @@ std::string attention(const Array& q, const Array& k, const Array& v, const Muta
                       std::optional<MutableArray> lse, float softmax_scale, bool causal,
                       int64_t window_left, int64_t window_right, float softcap,
                       const std::string& backend, int64_t num_splits, const std::string& tile,
-                      std::uintptr_t stream, std::optional<MutableArray> workspace) {
+                      bool enable_pdl, std::uintptr_t stream,
+                      std::optional<MutableArray> workspace) {
   int device = 0;
   flashcore::AttentionParams params =
       make_params(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
-                  backend, num_splits, tile, stream, &device);
+                  backend, num_splits, tile, enable_pdl, stream, &device);
   if (workspace) {
     check_device("workspace", *workspace, device);
     params.workspace = workspace->data();
@@ -369,10 +372,11 @@ NB_MODULE(_flashcore, m) {
   m.doc() = "flashcore native extension: fused attention over DLPack arrays";
   m.def("attention", &attention, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), "softmax_scale"_a,
         "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a, "num_splits"_a,
-        "tile"_a, "stream"_a, "workspace"_a.none() = nb::none(),
+        "tile"_a, "enable_pdl"_a, "stream"_a, "workspace"_a.none() = nb::none(),
         "Runs attention into out (and lse) on the given CUDA stream; returns the provider.");
   m.def("workspace_size", &workspace_size, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(),
         "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a,
-        "num_splits"_a, "tile"_a, "Bytes of device workspace attention() needs for these arguments.");
+        "num_splits"_a, "tile"_a, "enable_pdl"_a,
+        "Bytes of device workspace attention() needs for these arguments.");
   m.def("providers", &provider_names, "Names of the backends compiled into this build.");
 }

@@ -32,6 +32,7 @@ void flashcore_attention_params_init(flashcore_attention_params* params) {
   *params = flashcore_attention_params{};
   params->window_left = -1;
   params->window_right = -1;
+  params->enable_pdl = 1;
 }
 
 flashcore_status flashcore_attention(const flashcore_attention_params* c, const char** provider) {
@@ -60,6 +61,7 @@ flashcore_status flashcore_attention(const flashcore_attention_params* c, const 
   p.softcap = c->softcap;
   p.num_splits = c->num_splits;
   p.tile = static_cast<flashcore::TileShape>(c->tile);
+  p.enable_pdl = c->enable_pdl != 0;
   p.stream = static_cast<cudaStream_t>(c->stream);
   p.workspace = c->workspace;
   p.workspace_bytes = c->workspace_bytes;

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "sm80/cluster_pair_merge.hpp"
+#include "sm80/dependent_launch.hpp"
 #include "sm80/epilogue.hpp"
 #include "sm80/fwd_params.hpp"
 #include "sm80/kernel_traits.hpp"
@@ -89,6 +90,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   char* const kv_smem = smem + Traits::kQBytes;  // [stage][K, V]
 
   const int tid = threadIdx.x;
+  if constexpr (Traits::kSmallGrid) allow_dependent_launch();
   if constexpr (Traits::kClusterCtas > 1) announce_cluster_cta_running();
   const WarpRole role = warp_role<Traits>(tid);
   const int lane = role.lane, row_warp = role.row_warp, key_group = role.key_group;
@@ -100,6 +102,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   const TileAddresses<Element> early =
       kEarlyAddresses ? tile_addresses<Traits>(p, tile) : TileAddresses<Element>{};
   const KvBlockRange range = kv_block_range<Traits>(p, tile.row_begin, tile.row_end, tile.split);
+  // The first global access (store_empty's or the Q load) comes after this.
+  if constexpr (Traits::kSmallGrid) wait_for_prior_grid();
   // A cluster CTA with no keys still merges: its empty state (max -inf, sum 0, O 0) has weight 0.
   if (Traits::kClusterCtas == 1 && range.begin == range.end) {
     store_empty<Traits>(p, tile, tid);

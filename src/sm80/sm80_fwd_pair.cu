@@ -5,6 +5,7 @@
 
 #include "sm80/fwd_kernel.cuh"
 #include "sm80/kernel_traits.hpp"
+#include "sm80/launch.hpp"
 #include "sm80/warpgroup_pair.hpp"
 
 namespace flashcore::sm80 {
@@ -18,7 +19,7 @@ cudaError_t warpgroup_pair_attributes(cudaFuncAttributes* attributes) {
 }
 
 template <typename Element>
-cudaError_t launch_warpgroup_pair(const FwdParams& p, cudaStream_t stream) {
+cudaError_t launch_warpgroup_pair(const FwdParams& p, bool dependent, cudaStream_t stream) {
   using Traits = PairTraits<Element>;
   const auto kernel = fwd_kernel<Traits>;
   if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -26,25 +27,19 @@ cudaError_t launch_warpgroup_pair(const FwdParams& p, cudaStream_t stream) {
       err != cudaSuccess) {
     return err;
   }
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = Traits::kClusterCtas;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(p.num_m_blocks * Traits::kClusterCtas),
-                        static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
-  config.blockDim = dim3(Traits::kThreads);
-  config.dynamicSmemBytes = Traits::kSmemBytes;
-  config.stream = stream;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, p);
+  LaunchShape shape;
+  shape.grid = dim3(static_cast<unsigned>(p.num_m_blocks * Traits::kClusterCtas),
+                    static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
+  shape.threads = Traits::kThreads;
+  shape.smem_bytes = Traits::kSmemBytes;
+  shape.cluster_ctas = Traits::kClusterCtas;
+  shape.dependent = dependent;
+  return launch_kernel(kernel, shape, stream, p);
 }
 
 template cudaError_t warpgroup_pair_attributes<__half>(cudaFuncAttributes*);
 template cudaError_t warpgroup_pair_attributes<__nv_bfloat16>(cudaFuncAttributes*);
-template cudaError_t launch_warpgroup_pair<__half>(const FwdParams&, cudaStream_t);
-template cudaError_t launch_warpgroup_pair<__nv_bfloat16>(const FwdParams&, cudaStream_t);
+template cudaError_t launch_warpgroup_pair<__half>(const FwdParams&, bool, cudaStream_t);
+template cudaError_t launch_warpgroup_pair<__nv_bfloat16>(const FwdParams&, bool, cudaStream_t);
 
 }  // namespace flashcore::sm80

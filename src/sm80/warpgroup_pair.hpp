@@ -16,8 +16,9 @@ template <typename Element>
 cudaError_t warpgroup_pair_attributes(cudaFuncAttributes* attributes);
 
 // Launches the pair kernel on a planned grid of clusters of two: gridDim.x is
-// 2 * p.num_m_blocks, p.num_splits is 1 (the pair splits the keys itself).
+// 2 * p.num_m_blocks, p.num_splits is 1 (the pair splits the keys itself). dependent: with
+// programmatic dependent launch (launch.hpp).
 template <typename Element>
-cudaError_t launch_warpgroup_pair(const FwdParams& p, cudaStream_t stream);
+cudaError_t launch_warpgroup_pair(const FwdParams& p, bool dependent, cudaStream_t stream);
 
 }  // namespace flashcore::sm80

@@ -49,7 +49,8 @@ TEST(Cli, RunParsesTargetsProfileOutAndExtraArgs) {
   std::string error;
   ASSERT_TRUE(parse({"run", "--targets", "labs/flashattention", "--profile=full", "--out", "/tmp/x",
                      "--target-extra-arg",
-                     "labs/flashattention:optimized_flashattention=--backend sm80 --num-splits 2 --tile small",
+                     "labs/flashattention:optimized_flashattention=--backend sm80 --num-splits 2 --tile small "
+                     "--pdl off",
                      "--check-expectations"},
                     &o, &error))
       << error;
@@ -63,6 +64,8 @@ TEST(Cli, RunParsesTargetsProfileOutAndExtraArgs) {
   EXPECT_EQ(args.backend.value(), "sm80");
   EXPECT_EQ(args.num_splits, 2);
   EXPECT_EQ(args.tile, "small");
+  EXPECT_FALSE(args.enable_pdl);
+  EXPECT_TRUE(TargetArgs{}.enable_pdl) << "PDL is on unless a target turns it off";
 }
 
 TEST(Cli, BadInputSaysWhatIsValid) {
@@ -105,6 +108,10 @@ TEST(Cli, BadTargetExtraArgs) {
                       "flashcore:sm80=--tile 64"},
                      &o, &error));
   EXPECT_NE(error.find("auto, large, small, warpgroup or warpgroup-pair"), std::string::npos);
+  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg",
+                      "flashcore:sm80=--pdl yes"},
+                     &o, &error));
+  EXPECT_NE(error.find("use on or off"), std::string::npos);
   EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore=--backend sm80"},
                      &o, &error));
 }

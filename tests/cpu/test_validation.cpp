@@ -131,6 +131,8 @@ TEST(CApi, ReportsErrorsWithMessages) {
   flashcore_attention_params p;
   flashcore_attention_params_init(&p);
   EXPECT_EQ(p.window_left, -1);
+  EXPECT_EQ(p.enable_pdl, 1) << "init turns programmatic dependent launch on, as AttentionParams does";
+  EXPECT_TRUE(AttentionParams{}.enable_pdl);
   p.backend = "fastest-please";
   EXPECT_EQ(flashcore_attention(&p, nullptr), FLASHCORE_INVALID_ARGUMENT);
   EXPECT_NE(std::string(flashcore_last_error()).find("scalar"), std::string::npos)

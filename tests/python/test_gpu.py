@@ -256,6 +256,44 @@ def test_cuda_graph_capture_and_replay():
         assert_lse_matches(lse, q, k, v, causal=True)
 
 
+@pytest.mark.parametrize("enable_pdl", [True, False])
+@pytest.mark.parametrize("graphed", [False, True])
+@pytest.mark.parametrize("heads, num_splits", [(8, 0), (8, 3), (32, 0)])
+def test_back_to_back_dependent_calls(enable_pdl, graphed, heads, num_splits):
+    # Each call reads the previous call's output as its V, with no sync between them: under
+    # programmatic dependent launch a call may start early and must wait before touching memory.
+    # B1 S512 hd64 takes the small-grid tile (with 3 splits also the combine kernel); 32 heads
+    # take the Hopper cluster-pair tile.
+    q, k, v = inputs(1, 512, 512, heads, heads, 64, torch.float16)
+    outs = [torch.empty_like(v) for _ in range(3)]
+
+    def run():
+        values = v
+        for out in outs:
+            flashcore.attention(q, k, values, out=out, num_splits=num_splits, enable_pdl=enable_pdl)
+            values = out
+
+    if graphed:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm up off the capture
+            run()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            run()
+        for out in outs:
+            out.fill_(float("nan"))
+        graph.replay()
+    else:
+        run()
+    torch.cuda.synchronize()
+    values = v
+    for out in outs:
+        assert_matches(out, q, k, values)
+        values = out
+
+
 def test_runs_on_the_current_stream_without_syncing():
     q, k, v = inputs(2, 512, 512, 8, 8, 64, torch.float16)
     flashcore.attention(q, k, v)  # warm-up: device properties are queried once

@@ -99,6 +99,7 @@ class CaseData {
   const std::vector<double>& ref_o() const { return ref_o_; }
   const std::vector<double>& ref_lse() const { return ref_lse_; }
   const CaseTensor& q() const { return q_; }
+  const CaseTensor& v() const { return v_; }
   const CaseTensor& o() const { return o_; }
   float* lse_device() const { return static_cast<float*>(lse_.get()); }
 

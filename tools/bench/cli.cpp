@@ -40,7 +40,9 @@ bool parse_target_args(const std::string& target, const std::string& flags,
   std::istringstream in(flags);
   std::vector<std::string> tokens;
   for (std::string token; in >> token;) tokens.push_back(token);
-  const std::string valid = "valid flags: --backend NAME, --num-splits N, --tile auto|large|small|warpgroup|warpgroup-pair";
+  const std::string valid =
+      "valid flags: --backend NAME, --num-splits N, --tile auto|large|small|warpgroup|"
+      "warpgroup-pair, --pdl on|off";
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string& flag = tokens[i];
     if (i + 1 >= tokens.size()) {
@@ -71,6 +73,13 @@ bool parse_target_args(const std::string& target, const std::string& flags,
         return false;
       }
       args->tile = value;
+    } else if (flag == "--pdl") {
+      if (value != "on" && value != "off") {
+        *error = "--target-extra-arg " + target + ": --pdl '" + value +
+                 "' is not valid; use on or off";
+        return false;
+      }
+      args->enable_pdl = value == "on";
     } else {
       *error = "--target-extra-arg " + target + ": unknown flag '" + flag + "'; " + valid;
       return false;
@@ -384,6 +393,8 @@ Options:
                                              tile's grid leaves SMs idle, small, or on Hopper
                                              at hd64 warpgroup, then warpgroup-pair, as the
                                              grid grows)
+                            --pdl on|off     programmatic dependent launch where it applies
+                                             (default on; AttentionParams::enable_pdl)
   --out DIR               artifact folder (default lab-out/<UTC timestamp>)
   --check-expectations    compare with each chapter's expectations file; exit 3 and name each
                           regression when a threshold is missed

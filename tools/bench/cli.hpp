@@ -34,6 +34,7 @@ struct TargetArgs {
   std::optional<std::string> backend;  // --backend NAME
   int num_splits = 0;                  // --num-splits N (0: the library's heuristic)
   std::string tile = "auto";           // --tile auto|large|small (flashcore::TileShape)
+  bool enable_pdl = true;              // --pdl on|off (AttentionParams::enable_pdl)
 };
 
 enum class Command { kHelp, kListTargets, kRun, kCheck };

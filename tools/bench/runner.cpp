@@ -136,6 +136,7 @@ Result run_library_target(const Target& t, const std::string& backend_name_reque
   if (args != nullptr) {
     p.num_splits = args->num_splits;
     parse_tile_shape(args->tile, &p.tile);  // cli.cpp accepted only names this parses
+    p.enable_pdl = args->enable_pdl;
   }
   if (const Status status = can_implement(p); !status.ok()) {
     r.outcome = status.code == StatusCode::kUnsupported ? Outcome::kSkipped : Outcome::kFailed;
@@ -163,6 +164,7 @@ Result run_library_target(const Target& t, const std::string& backend_name_reque
     q.stream = stream;
     q.num_splits = p.num_splits;
     q.tile = p.tile;
+    q.enable_pdl = p.enable_pdl;
     q.workspace = workspace;
     q.workspace_bytes = workspace_bytes;
     RunInfo info;
