@@ -23,6 +23,7 @@
 #include "sm80/fwd_params.hpp"
 #include "sm80/kernel_traits.hpp"
 #include "sm80/key_group_merge.hpp"
+#include "sm80/launch.hpp"
 #include "sm80/mainloop.hpp"
 #include "sm80/softmax.hpp"
 #include "sm80/tile_io.hpp"
@@ -291,6 +292,27 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     store_output<Traits, Traits::kOutNTiles>(p, out_tile, q_smem, out_role.row_warp,
                                              out_role.lane, 0, o, inv_sum, lse, true);
   }
+}
+
+// Launches fwd_kernel<Traits> on its planned grid: (num_m_blocks * num_splits, heads, batch), in
+// clusters of kClusterCtas along x (a cluster pair's CTAs share a query tile; its num_splits is 1).
+// dependent: with programmatic dependent launch (launch.hpp).
+template <typename Traits>
+cudaError_t launch_fwd_kernel(const FwdParams& p, bool dependent, cudaStream_t stream) {
+  const auto kernel = fwd_kernel<Traits>;
+  if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             Traits::kSmemBytes);
+      err != cudaSuccess) {
+    return err;
+  }
+  LaunchShape shape;
+  shape.grid = dim3(static_cast<unsigned>(p.num_m_blocks * p.num_splits * Traits::kClusterCtas),
+                    static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
+  shape.threads = Traits::kThreads;
+  shape.smem_bytes = Traits::kSmemBytes;
+  shape.cluster_ctas = Traits::kClusterCtas;
+  shape.dependent = dependent;
+  return launch_kernel(kernel, shape, stream, p);
 }
 
 }  // namespace flashcore::sm80

@@ -272,30 +272,15 @@ Status launch_with(const Problem& problem, const cudaDeviceProp& device, void* w
   // that way, B1 H8 S512 with 3 splits took 11.5 us against 10.4 plain (docs/perf.md v12).
   const bool pdl = problem.params.enable_pdl && Traits::kSmallGrid && p.num_splits == 1 &&
                    dependent_launch_runs(device);
-  if constexpr (Traits::kClusterCtas > 1) {
-    if (Status s = launch_status(sm80::launch_warpgroup_pair<Element>(p, pdl, stream),
-                                 "sm80 fwd_kernel");
-        !s.ok()) {
-      return s;
+  // The pair's kernels are compiled in their own file (warpgroup_pair.hpp).
+  const cudaError_t launched = [&] {
+    if constexpr (Traits::kClusterCtas > 1) {
+      return sm80::launch_warpgroup_pair<Element>(p, pdl, stream);
+    } else {
+      return sm80::launch_fwd_kernel<Traits>(p, pdl, stream);
     }
-  } else {
-    const auto kernel = sm80::fwd_kernel<Traits>;
-    if (cudaError_t err = cudaFuncSetAttribute(
-            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
-        err != cudaSuccess) {
-      return launch_status(err, "sm80 fwd_kernel");
-    }
-    sm80::LaunchShape shape;
-    shape.grid = dim3(static_cast<unsigned>(p.num_m_blocks * p.num_splits),
-                      static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
-    shape.threads = Traits::kThreads;
-    shape.smem_bytes = Traits::kSmemBytes;
-    shape.dependent = pdl;
-    if (Status s = launch_status(sm80::launch_kernel(kernel, shape, stream, p), "sm80 fwd_kernel");
-        !s.ok()) {
-      return s;
-    }
-  }
+  }();
+  if (Status s = launch_status(launched, "sm80 fwd_kernel"); !s.ok()) return s;
 
   if (p.num_splits > 1) {
     const int64_t vectors = kernel_rows(p) * (Traits::kHeadDim / sm80::kCombineVector);

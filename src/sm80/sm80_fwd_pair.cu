@@ -5,7 +5,6 @@
 
 #include "sm80/fwd_kernel.cuh"
 #include "sm80/kernel_traits.hpp"
-#include "sm80/launch.hpp"
 #include "sm80/warpgroup_pair.hpp"
 
 namespace flashcore::sm80 {
@@ -20,21 +19,7 @@ cudaError_t warpgroup_pair_attributes(cudaFuncAttributes* attributes) {
 
 template <typename Element>
 cudaError_t launch_warpgroup_pair(const FwdParams& p, bool dependent, cudaStream_t stream) {
-  using Traits = PairTraits<Element>;
-  const auto kernel = fwd_kernel<Traits>;
-  if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             Traits::kSmemBytes);
-      err != cudaSuccess) {
-    return err;
-  }
-  LaunchShape shape;
-  shape.grid = dim3(static_cast<unsigned>(p.num_m_blocks * Traits::kClusterCtas),
-                    static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
-  shape.threads = Traits::kThreads;
-  shape.smem_bytes = Traits::kSmemBytes;
-  shape.cluster_ctas = Traits::kClusterCtas;
-  shape.dependent = dependent;
-  return launch_kernel(kernel, shape, stream, p);
+  return launch_fwd_kernel<PairTraits<Element>>(p, dependent, stream);
 }
 
 template cudaError_t warpgroup_pair_attributes<__half>(cudaFuncAttributes*);
