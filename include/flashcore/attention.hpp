@@ -25,6 +25,11 @@ enum class Backend {
   kScalar,   // one fused kernel, online softmax on CUDA cores (no tensor cores)
   kWmma,     // fused, nvcuda::wmma 16x16x16 tensor cores: the lab's "tensor cores, first try"
   kSm80,     // FlashAttention-2 class: mma.sync m16n8k16, ldmatrix, cp.async pipeline (sm80+)
+  // FlashAttention-3 class, Hopper (sm_90) only: TMA loads, wgmma, warp-specialized persistent
+  // CTAs with pingpong and intra-warpgroup overlap; every head dim that is a multiple of 8 up to
+  // 256. kAuto picks it on sm_90 except for grids smaller than one tile per SM (decode, short
+  // sequences), where sm80's small-grid tiles and split-KV win.
+  kSm90,
 };
 
 // CTA tile of the tensor-core kernel (sm80 backend; the others have one tile and ignore this).

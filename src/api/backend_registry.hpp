@@ -16,6 +16,9 @@ struct BackendEntry {
   bool in_auto;      // kAuto may pick it (entries are listed fastest first)
   // Empty string when the backend implements the problem on this device, else why not.
   const char* (*rejects)(const Problem& problem, const cudaDeviceProp& device);
+  // Optional (null: never). Non-empty when kAuto should pass over a problem this backend
+  // implements, because a later entry was measured faster on it; says why.
+  const char* (*auto_declines)(const Problem& problem, const cudaDeviceProp& device);
   size_t (*workspace_bytes)(const Problem& problem);
   Status (*launch)(const Problem& problem, void* workspace, cudaStream_t stream);
 };

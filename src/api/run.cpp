@@ -46,6 +46,9 @@ Choice choose(const AttentionParams& params) {
   for (size_t i = 0; i < count; ++i) {
     if (!entries[i].in_auto) continue;
     const char* why = entries[i].rejects(choice.problem, device);
+    if (why[0] == '\0' && entries[i].auto_declines != nullptr) {
+      why = entries[i].auto_declines(choice.problem, device);
+    }
     if (why[0] == '\0') {
       choice.entry = &entries[i];
       return choice;

@@ -13,7 +13,7 @@
 #include <cute/arch/util.hpp>
 
 #include "sm80/kernel_traits.hpp"
-#include "sm80/softmax.hpp"
+#include "common/online_softmax.hpp"
 #include "sm80/warpgroup_mma.hpp"
 
 namespace flashcore::sm80 {

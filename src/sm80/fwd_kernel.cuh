@@ -25,7 +25,7 @@
 #include "sm80/key_group_merge.hpp"
 #include "sm80/launch.hpp"
 #include "sm80/mainloop.hpp"
-#include "sm80/softmax.hpp"
+#include "common/online_softmax.hpp"
 #include "sm80/tile_io.hpp"
 #include "sm80/tile_scheduler.hpp"
 #include "sm80/warpgroup_mma.hpp"

@@ -11,7 +11,7 @@
 
 #include "sm80/kernel_traits.hpp"
 #include "sm80/mainloop.hpp"
-#include "sm80/softmax.hpp"
+#include "common/online_softmax.hpp"
 
 namespace flashcore::sm80 {
 

@@ -92,7 +92,7 @@ FwdParams kernel_view(const Problem& problem) {
   p.batch = static_cast<int>(a.batch);
   p.seqlen_k = static_cast<int>(a.seqlen_k);
   p.scale = problem.scale;
-  p.scale_log2 = problem.scale * sm80::kLog2e;
+  p.scale_log2 = problem.scale * kLog2e;
   p.softcap = problem.softcap;
   p.prescale = problem.softcap.cap > 0.f || !(p.scale_log2 > 0.f);
   p.exp_factor = p.prescale ? 1.f : p.scale_log2;

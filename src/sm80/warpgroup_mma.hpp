@@ -3,7 +3,7 @@
 // O += P V with P in registers. The rest of the kernel is unchanged, because a warpgroup's
 // m64nN accumulator gives each of its four warps exactly the m16 x N fragment mma.sync would
 // (warp w of the group holds rows 16w..16w+15; register 4j+e holds row g + 8*(e/2), column
-// 8j + 2*(lane%4) + e%2, as in softmax.hpp), and the register A operand of m64k16 is, per warp,
+// 8j + 2*(lane%4) + e%2, as in common/online_softmax.hpp), and the register A operand of m64k16 is, per warp,
 // mma.sync's m16k16 A fragment, which pack_probabilities already builds.
 //
 // Shared-memory operands: tile_io.hpp stores a 64-wide row as 128 bytes whose 16-byte chunk c sits

@@ -1,4 +1,6 @@
-// Online softmax on the mma C fragments, entirely in registers.
+// Online softmax on the mma C fragments, entirely in registers. Shared by the sm80 kernels and the
+// sm90 one: a wgmma m64nN accumulator gives each warp of the warpgroup exactly this m16 x N
+// fragment (warp w holds rows 16w..16w+15).
 //
 // C fragment of an m16n8 tile: lane l holds rows g = l/4 (elements 0, 1) and g + 8 (elements 2,
 // 3), columns 2*(l%4) and +1. A row therefore lives in the 4 lanes of one quad, and every row
@@ -9,7 +11,7 @@
 
 #include <cmath>
 
-namespace flashcore::sm80 {
+namespace flashcore {
 
 inline constexpr float kLn2 = 0.69314718055994530942f;
 inline constexpr float kLog2e = 1.44269504088896340736f;
@@ -54,6 +56,17 @@ struct OnlineSoftmax {
   template <int kNTiles, int kOutNTiles>
   __device__ __forceinline__ void update(float (&s)[kMTiles][kNTiles][4],
                                          float (&o)[kMTiles][kOutNTiles][4], float factor) {
+    float correction[kMTiles][2];
+    update_scores(s, factor, correction);
+    rescale(o, correction);
+  }
+
+  // update() in two halves, for kernels whose O accumulators are still being written by an
+  // asynchronous GEMM (sm90: the previous tile's P V) while this tile's softmax runs: the scores
+  // half needs only s, and the per-row corrections wait for rescale() until O is free.
+  template <int kNTiles>
+  __device__ __forceinline__ void update_scores(float (&s)[kMTiles][kNTiles][4], float factor,
+                                                float (&correction)[kMTiles][2]) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -67,14 +80,9 @@ struct OnlineSoftmax {
         // A row with every key so far masked keeps max -inf; subtracting 0 instead keeps
         // exp2(-inf - max) = 0 rather than NaN (and its correction exp2(-inf) = 0 on zeros).
         const float base = new_max == -INFINITY ? 0.f : new_max * factor;
-        const float correction = fast_exp2(fmaf(row_max[mt][half], factor, -base));
+        correction[mt][half] = fast_exp2(fmaf(row_max[mt][half], factor, -base));
         row_max[mt][half] = new_max;
-        row_sum[mt][half] *= correction;
-#pragma unroll
-        for (int dt = 0; dt < kOutNTiles; ++dt) {
-          o[mt][dt][2 * half] *= correction;
-          o[mt][dt][2 * half + 1] *= correction;
-        }
+        row_sum[mt][half] *= correction[mt][half];
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
@@ -83,6 +91,22 @@ struct OnlineSoftmax {
           sum += s[mt][nt][2 * half] + s[mt][nt][2 * half + 1];
         }
         row_sum[mt][half] += sum;
+      }
+    }
+  }
+
+  template <int kOutNTiles>
+  __device__ __forceinline__ static void rescale(float (&o)[kMTiles][kOutNTiles][4],
+                                                 const float (&correction)[kMTiles][2]) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+#pragma unroll
+        for (int dt = 0; dt < kOutNTiles; ++dt) {
+          o[mt][dt][2 * half] *= correction[mt][half];
+          o[mt][dt][2 * half + 1] *= correction[mt][half];
+        }
       }
     }
   }
@@ -116,4 +140,4 @@ struct OnlineSoftmax {
   }
 };
 
-}  // namespace flashcore::sm80
+}  // namespace flashcore

@@ -1,0 +1,145 @@
+// A consumer warpgroup's epilogue for its 64 rows of a tile: O scaled by 1/sum in the input dtype
+// and LSE, or (split-KV) fp32 partial O and partial LSE in the layout the combine kernel reads.
+// Only rows < seqlen_q and dims < head_dim are written.
+//
+// O is staged through the warpgroup's own rows of Q's shared memory (its last S GEMM has retired;
+// the other warpgroup's rows are disjoint) so that every global store is a whole 16-byte chunk,
+// coalesced along the head dim and valid for any 16-byte-aligned O strides.
+#pragma once
+
+#include <cute/arch/copy_sm90.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "common/online_softmax.hpp"
+#include "sm90/fwd_params.hpp"
+#include "sm90/kernel_traits.hpp"
+#include "sm90/named_barriers.hpp"
+#include "sm90/tile_scheduler.hpp"
+
+namespace flashcore::sm90 {
+
+template <typename Traits>
+struct Epilogue {
+  using Element = typename Traits::Element;
+  using TileShape = typename Traits::TileShape;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kChunkElements = 16 / sizeof(Element);
+  static constexpr int kChunksPerRow = kHeadDim / kChunkElements;
+
+  // The consumer thread index (0..255), read anew at each call: the epilogue's shared-memory and
+  // chunk addresses depend only on it, and derived from a plain value the compiler hoists all of
+  // them out of the persistent tile loop, where they spill (tens of registers the mainloop needs).
+  // A volatile read keeps them per tile, at a few integer ops each.
+  __device__ static int thread_index_here() {
+    uint32_t tid;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    return static_cast<int>(tid) - kWarpgroupThreads;
+  }
+
+  template <typename TensorO, typename TiledMma>
+  __device__ static void store(const FwdArgs& a, const Tile& tile, int warpgroup, int thread,
+                               const TensorO& tOrO, const OnlineSoftmax<1>& softmax,
+                               const TiledMma& thr_pv_mma, Element* q_smem) {
+    thread = thread_index_here();
+    float inv_sum[1][2], lse[1][2];
+    softmax.finalize</*kFast=*/false>(a.exp_factor, inv_sum, lse);
+    const AccumulatorCoords coords = AccumulatorCoords::of(thread);
+    const int tile_row0 = tile.m_block * kBlockM;
+    const int64_t row_index0 =
+        (static_cast<int64_t>(tile.batch) * a.heads + tile.head) * a.seqlen_q;
+    auto half_of = [](int i) { return (i / 2) % 2; };  // the row half of register i
+    const bool lse_lane = thread % 4 == 0;
+
+    if (a.num_splits > 1) {
+      const int64_t split_rows =
+          static_cast<int64_t>(tile.split) * a.batch * a.heads * a.seqlen_q + row_index0;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(tOrO); i += 2) {
+        const int row = tile_row0 + coords.row(i);
+        const int col = coords.col(i);
+        if (row < a.seqlen_q && col < a.head_dim) {
+          const float scale = inv_sum[0][half_of(i)];
+          *reinterpret_cast<float2*>(a.o_partial + (split_rows + row) * a.head_dim + col) =
+              make_float2(tOrO(i) * scale, tOrO(i + 1) * scale);
+        }
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        const int row = tile_row0 + coords.row(2 * half);
+        if (lse_lane && row < a.seqlen_q) a.lse_partial[split_rows + row] = lse[0][half];
+      }
+      return;
+    }
+
+    // Stage O with stmatrix (8x8 blocks, four per instruction): few shared addresses per thread,
+    // which the compiler would otherwise compute once per element and keep live across tiles.
+    Tensor sO = make_tensor(make_smem_ptr(q_smem), typename Traits::SmemLayoutQ{});
+    Tensor tOrOut = make_tensor_like<Element>(tOrO);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(tOrO); ++i) {
+      tOrOut(i) = static_cast<Element>(tOrO(i) * inv_sum[0][half_of(i)]);
+    }
+    auto stage_copy = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, thr_pv_mma);
+    auto stage_thr = stage_copy.get_thread_slice(thread);
+    copy(stage_copy, stage_thr.retile_S(tOrOut), stage_thr.partition_D(sO));
+    if (a.lse != nullptr) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        const int row = tile_row0 + coords.row(2 * half);
+        if (lse_lane && row < a.seqlen_q) a.lse[row_index0 + row] = lse[0][half];
+      }
+    }
+    cutlass::arch::NamedBarrier::sync(kWarpgroupThreads,
+                                      barrier_id(NamedBarrierId::kEpilogue0, warpgroup));
+
+    Element* o = static_cast<Element*>(a.o) + tile.batch * a.o_batch + tile.head * a.o_head;
+    const int wg_row0 = warpgroup * kRowsPerWarpgroup;
+    const int lane_in_wg = thread % kWarpgroupThreads;
+    CUTLASS_PRAGMA_UNROLL
+    for (int chunk = lane_in_wg; chunk < kRowsPerWarpgroup * kChunksPerRow;
+         chunk += kWarpgroupThreads) {
+      const int local_row = wg_row0 + chunk / kChunksPerRow;
+      const int col = (chunk % kChunksPerRow) * kChunkElements;
+      const int row = tile_row0 + local_row;
+      if (row < a.seqlen_q && col < a.head_dim) {
+        // The swizzle lives in sO's pointer (it XORs address bits), so take the element's address
+        // through the tensor; a swizzled row keeps each 16-byte chunk contiguous.
+        const uint32_t address = cute::cast_smem_ptr_to_uint(&sO(local_row, col));
+        uint4 value;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
+                     : "r"(address));
+        *reinterpret_cast<uint4*>(o + row * a.o_seq + col) = value;
+      }
+    }
+  }
+
+  // A tile (or split) whose rows see no key: O = 0 and LSE = -inf, without touching shared memory.
+  __device__ static void store_empty(const FwdArgs& a, const Tile& tile, int warpgroup, int thread) {
+    const int tile_row0 = tile.m_block * kBlockM + warpgroup * kRowsPerWarpgroup;
+    const int64_t row_index0 =
+        (static_cast<int64_t>(tile.batch) * a.heads + tile.head) * a.seqlen_q;
+    const int lane_in_wg = thread % kWarpgroupThreads;
+    const int chunks_per_row = (a.head_dim + kChunkElements - 1) / kChunkElements;
+    for (int chunk = lane_in_wg; chunk < kRowsPerWarpgroup * chunks_per_row;
+         chunk += kWarpgroupThreads) {
+      const int row = tile_row0 + chunk / chunks_per_row;
+      const int col = (chunk % chunks_per_row) * kChunkElements;
+      if (row >= a.seqlen_q) continue;
+      if (a.num_splits > 1) {
+        const int64_t index =
+            static_cast<int64_t>(tile.split) * a.batch * a.heads * a.seqlen_q + row_index0 + row;
+        float4* out = reinterpret_cast<float4*>(a.o_partial + index * a.head_dim + col);
+        out[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+        out[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (col == 0) a.lse_partial[index] = -INFINITY;
+      } else {
+        Element* o = static_cast<Element*>(a.o) + tile.batch * a.o_batch + tile.head * a.o_head;
+        *reinterpret_cast<uint4*>(o + row * a.o_seq + col) = make_uint4(0, 0, 0, 0);
+        if (col == 0 && a.lse != nullptr) a.lse[row_index0 + row] = -INFINITY;
+      }
+    }
+  }
+};
+
+}  // namespace flashcore::sm90

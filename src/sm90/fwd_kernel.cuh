@@ -1,0 +1,99 @@
+// The sm90 forward kernel (FlashAttention-3 class): a persistent, warp-specialized CTA of one
+// producer warpgroup (TMA loads, mainloop_load.hpp) and two consumer warpgroups (wgmma and the
+// online softmax, mainloop_mma.hpp; epilogue.hpp), composed here. K and V flow through two-stage
+// TMA rings (CUTLASS's PipelineTmaAsync: mbarriers with transaction counts); Q through one
+// transaction barrier per tile.
+#pragma once
+
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "sm90/epilogue.hpp"
+#include "sm90/fwd_params.hpp"
+#include "sm90/kernel_traits.hpp"
+#include "sm90/mainloop_load.hpp"
+#include "sm90/mainloop_mma.hpp"
+#include "sm90/named_barriers.hpp"
+#include "sm90/tile_scheduler.hpp"
+
+namespace flashcore::sm90 {
+
+template <typename Traits, bool kPingpong, bool kIntraOverlap>
+__global__ void __launch_bounds__(kThreads, 1)
+    fwd_kernel(const __grid_constant__ FwdParams<Traits> params) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Pipeline = typename Traits::Pipeline;
+  using SharedStorage = typename Traits::SharedStorage;
+  extern __shared__ __align__(1024) char smem_bytes[];
+  SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_bytes);
+  const FwdArgs& a = params.args;
+
+  // Through a shuffle, so the compiler knows it is warp-uniform: the wgmma descriptors derived from
+  // it then live in uniform registers (per-thread copies of them spilled).
+  const int warpgroup = cutlass::canonical_warp_group_idx();
+  const WarpgroupRole role = warpgroup_role(warpgroup);
+  const bool is_producer = role == WarpgroupRole::kProducer;
+  const int warp_in_warpgroup = cutlass::canonical_warp_idx_sync() % 4;
+
+  typename Pipeline::Params pipeline_params;
+  pipeline_params.role = is_producer ? Pipeline::ThreadCategory::Producer
+                                     : Pipeline::ThreadCategory::Consumer;
+  pipeline_params.is_leader = threadIdx.x == 0;
+  pipeline_params.num_consumers = kConsumerThreads;
+  pipeline_params.transaction_bytes = Traits::kKVBytes;
+  // The constructors initialize the barriers (warp 0); the CTA-wide sync below publishes them.
+  Pipeline pipeline_k(smem.pipeline_k, pipeline_params, Shape<_1, _1, _1>{});
+  Pipeline pipeline_v(smem.pipeline_v, pipeline_params, Shape<_1, _1, _1>{});
+  if (threadIdx.x == 0) smem.q_full.init(1);
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  if (is_producer) {
+    cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
+    if (warp_in_warpgroup == 0) MainloopLoad<Traits>::run(params, smem, pipeline_k, pipeline_v);
+    return;
+  }
+
+  cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
+  using Mma = MainloopMma<Traits, kPingpong, kIntraOverlap>;
+  const int thread = threadIdx.x - kWarpgroupThreads;  // 0..255 over both consumer warpgroups
+  Mma mma;
+  mma.warpgroup = warpgroup - 1;
+  mma.start_turns();
+  // The shared-memory operands depend only on the warpgroup: slice by its first thread.
+  auto thr_qk = mma.mma_qk.get_slice(mma.warpgroup * kWarpgroupThreads);
+  auto thr_pv = mma.mma_pv.get_slice(mma.warpgroup * kWarpgroupThreads);
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
+  Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
+  Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutVt{});
+  Tensor tSrQ = thr_qk.partition_fragment_A(sQ);
+  Tensor tSrK = thr_qk.partition_fragment_B(sK);
+  Tensor tOrV = thr_pv.partition_fragment_B(sVt);
+  Tensor tOrO = partition_fragment_C(mma.mma_pv, select<0, 2>(typename Traits::TileShape{}));
+
+  typename Pipeline::PipelineState read_k, read_v;
+  int q_phase = 0;
+  for (int index = blockIdx.x; index < a.num_tiles; index += gridDim.x) {
+    const Tile tile = TileScheduler::decode(a, index);
+    const BlockRange range = key_blocks<kBlockM, Traits::kBlockN>(a, tile);
+    if (range.empty()) {
+      Epilogue<Traits>::store_empty(a, tile, mma.warpgroup, thread);
+    } else {
+      smem.q_full.wait(q_phase);
+      q_phase ^= 1;
+      OnlineSoftmax<1> softmax;
+      mma.run(a, tile, range, tSrQ, tSrK, tOrV, tOrO, softmax, pipeline_k, pipeline_v, read_k,
+              read_v, thread);
+      Epilogue<Traits>::store(a, tile, mma.warpgroup, thread, tOrO, softmax, mma.mma_pv,
+                              smem.q.data());
+    }
+    if (index + static_cast<int>(gridDim.x) < a.num_tiles) {
+      // The staged O was read back (generic proxy) before the next Q lands there (async proxy).
+      cutlass::arch::fence_view_async_shared();
+      signal_query_empty();
+    }
+  }
+#endif
+}
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,52 @@
+// What the sm90 kernel receives: the problem as it indexes it (after GQA packing for decode),
+// the output pointers and strides, the persistent schedule and the three TMA descriptors. Passed
+// as one __grid_constant__ struct: the TMA descriptors must live in parameter space.
+#pragma once
+
+#include <cstdint>
+
+#include "flashcore/mask.hpp"
+
+namespace flashcore::sm90 {
+
+struct FwdArgs {
+  int batch;
+  int heads;     // query heads as the kernel indexes them
+  int kv_group;  // query heads per kv head
+  int seqlen_q;
+  int seqlen_k;
+  int head_dim;  // the caller's; the instantiation's kHeadDim may be larger (zero-filled)
+
+  WindowMask<int> mask;  // also masks the key tail: visible() requires key < seqlen_k
+  // Scores reach the softmax as raw dot products and the softmax folds scale * log2(e) into its
+  // exp2 (exp_factor), unless prescale: softcap needs the scaled score and a scale <= 0 would flip
+  // the max, so then scores become softcap(s * scale) * log2(e) first and exp_factor is 1 (the
+  // sm80 kernel's rule, sm80/fwd_params.hpp).
+  float scale;
+  float scale_log2;
+  Softcap softcap;
+  bool prescale;
+  float exp_factor;
+
+  void* o;
+  int64_t o_batch, o_seq, o_head;
+  float* lse;  // [batch, heads, seqlen_q] natural log, or null
+
+  // The persistent schedule (tile_scheduler.hpp).
+  int num_m_blocks;
+  int num_splits;   // > 1: each split writes fp32 partials that the combine kernel merges
+  int head_group;   // (batch, head) pairs whose tiles run next to each other, sharing K/V in L2
+  int num_tiles;
+  float* o_partial;    // [num_splits, batch, heads, seqlen_q, head_dim] fp32, normalized per split
+  float* lse_partial;  // [num_splits, batch, heads, seqlen_q]
+};
+
+template <typename Traits>
+struct FwdParams {
+  FwdArgs args;
+  typename Traits::TmaQ tma_q;
+  typename Traits::TmaK tma_k;
+  typename Traits::TmaV tma_v;
+};
+
+}  // namespace flashcore::sm90

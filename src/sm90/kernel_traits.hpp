@@ -1,0 +1,118 @@
+// The sm90 forward kernel's compile-time shape: the tile table (one row per head dim), the shared-
+// memory layouts the TMA writes and wgmma reads, the two tiled MMAs and the TMA copy types. Every
+// runtime choice (masks, softcap, GQA, splits) stays out of here, so one (dtype, head dim) pair is
+// one instantiation.
+#pragma once
+
+#include <cute/tensor.hpp>  // first: the atom headers below assume it
+#include <cute/atom/copy_traits_sm90_tma.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/gemm/collective/builders/sm90_common.inl>
+#include <cutlass/numeric_types.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "sm90/tile_table.hpp"
+
+namespace flashcore::sm90 {
+
+using namespace cute;
+
+// Where register i of a consumer thread's m64nN wgmma accumulator sits in the 128-row tile: row
+// row0 + 8 * ((i / 2) % 2), column col0 + 8 * (i / 4) + i % 2 (PTX ISA, wgmma D fragment layout,
+// the same per warp as mma.sync's m16n8 C fragment). Computed from the thread index instead of a
+// partitioned identity tensor, whose per-register coordinates the compiler hoists out of the loops
+// and keeps live (128 registers for a 64 x 128 tile, which spilled).
+struct AccumulatorCoords {
+  int row0;
+  int col0;
+
+  __device__ __forceinline__ static AccumulatorCoords of(int consumer_thread) {
+    const int lane = consumer_thread % 32;
+    const int warp = consumer_thread / 32;  // 0..7 over both consumer warpgroups, 16 rows each
+    return {warp * 16 + lane / 4, 2 * (lane % 4)};
+  }
+  __device__ __forceinline__ static constexpr int row_offset(int i) { return 8 * ((i / 2) % 2); }
+  __device__ __forceinline__ static constexpr int col_offset(int i) { return 8 * (i / 4) + i % 2; }
+  __device__ __forceinline__ int row(int i) const { return row0 + row_offset(i); }
+  __device__ __forceinline__ int col(int i) const { return col0 + col_offset(i); }
+};
+
+// Register budgets after setmaxnreg (sm_90a). The CTA is launched with 168 registers per thread
+// (65536 / 384 threads, rounded down to a multiple of 8); setmaxnreg moves them between
+// warpgroups: 24 + 240 + 240 = 3 x 168. The producer needs only addressing registers; each
+// consumer thread holds its O accumulator (up to 128 fp32 at hd256), one S tile and P.
+inline constexpr int kProducerRegisters = 24;
+inline constexpr int kConsumerRegisters = 240;
+
+template <typename Element_, int kHeadDim_>
+struct KernelTraits {
+  using Element = Element_;  // cutlass::half_t or cutlass::bfloat16_t
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockN = block_n_for(kHeadDim);
+  static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "instantiations are multiples of 32");
+
+  using TileShape = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
+
+  // S = Q K^T: both operands K-major in shared memory. O += P V: P from registers, V^T read
+  // MN-major (V's rows are keys, its contiguous dim is O's N). Both tiled over the two consumer
+  // warpgroups along M.
+  using ConsumerLayout = Layout<Shape<Int<kConsumerWarpgroups>, _1, _1>>;
+  using TiledMmaQK = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float,
+                           Shape<Int<kRowsPerWarpgroup>, Int<kBlockN>, Int<kHeadDim>>>(),
+      ConsumerLayout{}));
+  using TiledMmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float,
+                           Shape<Int<kRowsPerWarpgroup>, Int<kHeadDim>, Int<kBlockN>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      ConsumerLayout{}));
+
+  using SmemLayoutQ = decltype(tile_to_shape(
+      cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, Int<kBlockM>,
+                                                          Int<kHeadDim>>(),
+      Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  using SmemLayoutK = decltype(tile_to_shape(
+      cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, Int<kBlockN>,
+                                                          Int<kHeadDim>>(),
+      Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
+  // V^T (D x keys) as the PV GEMM reads it, and the same bytes seen as V (keys x D) for the TMA.
+  using SmemLayoutVt = decltype(tile_to_shape(
+      cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::MN, Element,
+                                                          Int<kHeadDim>, Int<kBlockN>>(),
+      Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{}));
+  using SmemLayoutV = decltype(composition(
+      SmemLayoutVt{},
+      make_ordered_layout(Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+
+  // Global tensors as the TMA sees them: (seq, dim, head, batch) with int64 element strides; the
+  // dim is contiguous. Rows past seqlen and dims past head_dim read as zeros.
+  using GmemLayout = Layout<Shape<int32_t, int32_t, int32_t, int32_t>,
+                            Stride<int64_t, _1, int64_t, int64_t>>;
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<const Element*>(nullptr)),
+                                          GmemLayout{}));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQ{},
+                                      select<0, 2>(TileShape{}), _1{}));
+  using TmaK = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutK{}),
+                                      select<1, 2>(TileShape{}), _1{}));
+  using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutV{}),
+                                      select<1, 2>(TileShape{}), _1{}));
+
+  static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
+
+  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
+
+  struct SharedStorage {
+    // Q, and the O tile staged for 16-byte global stores once the tile's last S GEMM is done.
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> q;
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> k;
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutV>> v;
+    typename Pipeline::SharedStorage pipeline_k;
+    typename Pipeline::SharedStorage pipeline_v;
+    cutlass::arch::ClusterTransactionBarrier q_full;
+  };
+  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
+};
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,74 @@
+// One instantiation's launcher: builds the three TMA descriptors for this call's tensors (on the
+// host, through the driver entry point the runtime exposes), raises the kernel's shared-memory
+// limit once, and launches the persistent grid. Included by sm90_fwd_hd<D>.cu only.
+#pragma once
+
+#include <cutlass/numeric_types.h>
+
+#include "sm90/fwd_kernel.cuh"
+#include "sm90/instantiations.hpp"
+#include "sm90/kernel_traits.hpp"
+#include "sm90/launch_args.hpp"
+
+namespace flashcore::sm90 {
+
+template <typename Traits>
+auto make_gmem_tensor(const GmemInput& in, int head_dim, int batch) {
+  using Element = typename Traits::Element;
+  return make_tensor(make_gmem_ptr(static_cast<const Element*>(in.data)),
+                     make_layout(make_shape(in.seqlen, head_dim, in.heads, batch),
+                                 make_stride(in.seq_stride, _1{}, in.head_stride, in.batch_stride)));
+}
+
+template <typename Traits, bool kPingpong, bool kIntraOverlap>
+cudaError_t launch_kernel(const FwdParams<Traits>& params, int num_ctas, cudaStream_t stream) {
+  auto kernel = fwd_kernel<Traits, kPingpong, kIntraOverlap>;
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
+  if (configured != cudaSuccess) return configured;
+  kernel<<<num_ctas, kThreads, Traits::kSmemBytes, stream>>>(params);
+  return cudaGetLastError();
+}
+
+template <typename Element, int kHeadDim>
+cudaError_t launch_traits(const LaunchArgs& in, cudaStream_t stream) {
+  using Traits = KernelTraits<Element, kHeadDim>;
+  using TileShape = typename Traits::TileShape;
+  FwdParams<Traits> params;
+  params.args = in.args;
+  const int d = in.args.head_dim, b = in.args.batch;
+  params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.q, d, b),
+                               typename Traits::SmemLayoutQ{}, select<0, 2>(TileShape{}), _1{});
+  params.tma_k = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.k, d, b),
+                               take<0, 2>(typename Traits::SmemLayoutK{}),
+                               select<1, 2>(TileShape{}), _1{});
+  params.tma_v = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.v, d, b),
+                               take<0, 2>(typename Traits::SmemLayoutV{}),
+                               select<1, 2>(TileShape{}), _1{});
+  if (in.pingpong && in.intra_overlap) return launch_kernel<Traits, true, true>(params, in.num_ctas, stream);
+#if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
+  if (in.pingpong) return launch_kernel<Traits, true, false>(params, in.num_ctas, stream);
+  if (in.intra_overlap) return launch_kernel<Traits, false, true>(params, in.num_ctas, stream);
+  return launch_kernel<Traits, false, false>(params, in.num_ctas, stream);
+#else
+  return cudaErrorNotSupported;  // the schedule variants are built only for the lab
+#endif
+}
+
+template <int kHeadDim>
+cudaError_t launch_head_dim(const LaunchArgs& args, cudaStream_t stream) {
+  return args.bf16 ? launch_traits<cutlass::bfloat16_t, kHeadDim>(args, stream)
+                   : launch_traits<cutlass::half_t, kHeadDim>(args, stream);
+}
+
+template <int kHeadDim>
+int smem_bytes_head_dim(bool bf16) {
+  return bf16 ? KernelTraits<cutlass::bfloat16_t, kHeadDim>::kSmemBytes
+              : KernelTraits<cutlass::half_t, kHeadDim>::kSmemBytes;
+}
+
+#define FLASHCORE_SM90_INSTANTIATE(D)                                                         \
+  template cudaError_t launch_head_dim<D>(const LaunchArgs& args, cudaStream_t stream);    \
+  template int smem_bytes_head_dim<D>(bool bf16);
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,30 @@
+// What the host side of the sm90 backend hands to one instantiation's launcher: the kernel's
+// problem view, the input tensors as the TMA descriptors will describe them, and the grid.
+// Plain host types only, so that sm90_fwd.cu needs no CuTe.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "sm90/fwd_params.hpp"
+
+namespace flashcore::sm90 {
+
+struct GmemInput {
+  const void* data;
+  int seqlen;
+  int heads;
+  int64_t seq_stride, head_stride, batch_stride;  // elements
+};
+
+struct LaunchArgs {
+  FwdArgs args;
+  GmemInput q, k, v;
+  bool bf16;
+  int num_ctas;
+  bool pingpong = true;       // Schedule switches (fwd_kernel.cuh); production runs both on
+  bool intra_overlap = true;
+};
+
+}  // namespace flashcore::sm90

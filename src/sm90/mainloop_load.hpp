@@ -1,0 +1,106 @@
+// The producer: one warp that issues every TMA load of a CTA's tiles. Per tile it loads Q once and
+// then K and V one key block at a time, last block first (the order the consumers visit them),
+// each into the next free stage of its ring. The first K block is issued before Q so that it is in
+// flight while the consumers still store the previous tile's O through Q's shared memory.
+#pragma once
+
+#include <cutlass/arch/barrier.h>
+
+#include "sm90/fwd_params.hpp"
+#include "sm90/kernel_traits.hpp"
+#include "sm90/named_barriers.hpp"
+#include "sm90/tile_scheduler.hpp"
+
+namespace flashcore::sm90 {
+
+template <typename Traits>
+struct MainloopLoad {
+  using Pipeline = typename Traits::Pipeline;
+  using PipelineState = typename Pipeline::PipelineState;
+  using TileShape = typename Traits::TileShape;
+  using SharedStorage = typename Traits::SharedStorage;
+
+  // Called by all 32 lanes of the producer warp: they wait on the rings together, and one lane
+  // issues the copies.
+  __device__ static void run(const FwdParams<Traits>& params, SharedStorage& smem,
+                             Pipeline& pipeline_k, Pipeline& pipeline_v) {
+    const FwdArgs& a = params.args;
+    const bool issuer = cute::elect_one_sync();
+    if (issuer) {
+      cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
+    }
+    const int heads_kv = a.heads / a.kv_group;
+    Tensor mQ = params.tma_q.get_tma_tensor(make_shape(a.seqlen_q, a.head_dim, a.heads, a.batch));
+    Tensor mK = params.tma_k.get_tma_tensor(make_shape(a.seqlen_k, a.head_dim, heads_kv, a.batch));
+    Tensor mV = params.tma_v.get_tma_tensor(make_shape(a.seqlen_k, a.head_dim, heads_kv, a.batch));
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
+    Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutV{});
+
+    PipelineState write_k = cutlass::make_producer_start_state<Pipeline>();
+    PipelineState write_v = cutlass::make_producer_start_state<Pipeline>();
+    bool first_tile = true;
+    for (int index = blockIdx.x; index < a.num_tiles; index += gridDim.x) {
+      const Tile tile = TileScheduler::decode(a, index);
+      const BlockRange range = key_blocks<kBlockM, Traits::kBlockN>(a, tile);
+      const int kv_head = tile.head / a.kv_group;
+      Tensor gQ = local_tile(mQ(_, _, tile.head, tile.batch), select<0, 2>(TileShape{}),
+                             make_coord(tile.m_block, _0{}));
+      Tensor gK = local_tile(mK(_, _, kv_head, tile.batch), select<1, 2>(TileShape{}),
+                             make_coord(_, _0{}));
+      Tensor gV = local_tile(mV(_, _, kv_head, tile.batch), select<1, 2>(TileShape{}),
+                             make_coord(_, _0{}));
+      // (global, shared) views of each copy; named pieces so the lambdas below can capture them.
+      auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                   group_modes<0, 2>(gQ));
+      auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                                   group_modes<0, 2>(gK));
+      auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
+                                   group_modes<0, 2>(gV));
+      auto& tKgK = get<0>(k_views);
+      auto& tKsK = get<1>(k_views);
+      auto& tVgV = get<0>(v_views);
+      auto& tVsV = get<1>(v_views);
+
+      auto load_k = [&](int n_block) {
+        pipeline_k.producer_acquire(write_k);
+        if (issuer) {
+          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_k), 0), tKgK(_, n_block),
+               tKsK(_, write_k.index()));
+        }
+        ++write_k;
+      };
+      auto load_v = [&](int n_block) {
+        pipeline_v.producer_acquire(write_v);
+        if (issuer) {
+          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_v), 0), tVgV(_, n_block),
+               tVsV(_, write_v.index()));
+        }
+        ++write_v;
+      };
+
+      if (!range.empty()) load_k(range.end - 1);
+      // Q's shared memory holds the previous tile's O until both consumer warpgroups stored it.
+      if (!first_tile) wait_query_empty();
+      first_tile = false;
+      if (range.empty()) continue;
+      if (issuer) {
+        smem.q_full.arrive_and_expect_tx(Traits::kQBytes);
+        copy(params.tma_q.with(reinterpret_cast<uint64_t&>(smem.q_full), 0), get<0>(q_views),
+             get<1>(q_views));
+      }
+      load_v(range.end - 1);
+      for (int n_block = range.end - 2; n_block >= range.begin; --n_block) {
+        load_k(n_block);
+        load_v(n_block);
+      }
+    }
+    // Keeps the warp alive until the consumers released every stage it filled.
+    pipeline_k.producer_tail(write_k);
+    pipeline_v.producer_tail(write_v);
+  }
+};
+
+}  // namespace flashcore::sm90

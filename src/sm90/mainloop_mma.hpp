@@ -1,0 +1,209 @@
+// A consumer warpgroup's work on one tile: S = Q K^T (wgmma, both operands in shared memory),
+// scale/softcap/mask, online softmax, O += P V (wgmma with P in registers), for 64 query rows.
+//
+// Two overlaps, each a template switch so that docs/perf.md can measure what it gives:
+// - kIntraOverlap (FlashAttention-3's intra-warpgroup overlap): S of the next key block is issued
+//   together with P V of the current one, so the tensor cores work on both while the softmax of
+//   the next block waits only for its S. The O rescale moves after that P V retires.
+// - kPingpong (inter-warpgroup): the two consumer warpgroups take turns issuing their GEMMs
+//   (named barriers kTurn0/kTurn1), so one warpgroup's softmax runs under the other's GEMMs.
+#pragma once
+
+#include <cute/arch/mma_sm90_desc.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "common/online_softmax.hpp"
+#include "sm90/fwd_params.hpp"
+#include "sm90/kernel_traits.hpp"
+#include "sm90/named_barriers.hpp"
+#include "sm90/tile_scheduler.hpp"
+
+namespace flashcore::sm90 {
+
+// Issues one warpgroup GEMM over the whole K extent of its operands and commits it as one batch;
+// the caller waits with warpgroup_wait<N>. The fences keep the compiler from moving register reads
+// or writes of the accumulators (and of a register A operand) across the asynchronous MMA.
+template <bool kZeroInit, typename TiledMma, typename TensorA, typename TensorB, typename TensorC>
+__device__ __forceinline__ void issue_gemm(TiledMma& mma, const TensorA& a, const TensorB& b,
+                                           TensorC& c) {
+  // A in shared memory comes as wgmma descriptors; anything else is a register operand.
+  constexpr bool kRegisterA =
+      !cute::is_same_v<typename TensorA::engine_type::iterator, GMMA::DescriptorIterator>;
+  if constexpr (kRegisterA) warpgroup_fence_operand(const_cast<TensorA&>(a));
+  warpgroup_fence_operand(c);
+  warpgroup_arrive();
+  mma.accumulate_ = kZeroInit ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+  CUTLASS_PRAGMA_UNROLL
+  for (int k = 0; k < size<2>(a); ++k) {
+    cute::gemm(mma, a(_, _, k), b(_, _, k), c);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(c);
+  if constexpr (kRegisterA) warpgroup_fence_operand(const_cast<TensorA&>(a));
+}
+
+template <typename Traits, bool kPingpong, bool kIntraOverlap>
+struct MainloopMma {
+  using Element = typename Traits::Element;
+  using TileShape = typename Traits::TileShape;
+  using Pipeline = typename Traits::Pipeline;
+  using PipelineState = typename Pipeline::PipelineState;
+  static constexpr int kBlockN = Traits::kBlockN;
+  // A wgmma m64nN accumulator is, per warp, the m16 x N fragment the shared online softmax takes
+  // (common/online_softmax.hpp): register 4j + e is row g + 8*(e/2), column 8j + 2*(lane%4) + e%2.
+  static constexpr int kScoreTiles = kBlockN / 8;
+  static constexpr int kOutTiles = Traits::kHeadDim / 8;
+  using ScoreFrag = float[1][kScoreTiles][4];
+  using OutFrag = float[1][kOutTiles][4];
+  using Softmax = OnlineSoftmax<1>;
+
+  int warpgroup;  // 0 or 1 among the consumers
+  typename Traits::TiledMmaQK mma_qk;
+  typename Traits::TiledMmaPV mma_pv;
+
+  __device__ static ScoreFrag& as_scores(float* data) { return *reinterpret_cast<ScoreFrag*>(data); }
+  __device__ static OutFrag& as_out(float* data) { return *reinterpret_cast<OutFrag*>(data); }
+
+  // Pingpong turns. Warpgroup 0 holds the first turn: it arrives on its own barrier once, before
+  // its first wait, so that wait completes with its own 2 x 128 arrivals.
+  __device__ void start_turns() const {
+    if constexpr (kPingpong) {
+      if (warpgroup == 0) {
+        cutlass::arch::NamedBarrier::arrive(2 * kWarpgroupThreads,
+                                            barrier_id(NamedBarrierId::kTurn0));
+      }
+    }
+  }
+  __device__ void wait_turn() const {
+    if constexpr (kPingpong) {
+      cutlass::arch::NamedBarrier::sync(2 * kWarpgroupThreads,
+                                        barrier_id(NamedBarrierId::kTurn0, warpgroup));
+    }
+  }
+  __device__ void pass_turn() const {
+    if constexpr (kPingpong) {
+      cutlass::arch::NamedBarrier::arrive(2 * kWarpgroupThreads,
+                                          barrier_id(NamedBarrierId::kTurn0, 1 - warpgroup));
+    }
+  }
+
+  // Raw dot products -> what the softmax takes (FwdArgs::prescale), then -inf where the mask hides
+  // a key. Only blocks that are not fully visible to this warpgroup's rows pay for the mask.
+  template <typename ScoreTensor>
+  __device__ static void prepare_scores(const FwdArgs& a, ScoreTensor& s,
+                                        const AccumulatorCoords& coords, int tile_row0, int key0,
+                                        bool masked) {
+    if (a.prescale) {
+      const bool capped = a.softcap.cap > 0.f;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(s); ++i) {
+        s(i) = capped ? a.softcap(s(i) * a.scale) * kLog2e : s(i) * a.scale_log2;
+      }
+    }
+    if (masked) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(s); ++i) {
+        const int row = tile_row0 + coords.row(i);
+        const int key = key0 + coords.col(i);
+        if (!a.mask.visible(row, key)) s(i) = -INFINITY;
+      }
+    }
+  }
+
+  template <typename ScoreTensor, typename ProbTensor>
+  __device__ static void convert_probabilities(const ScoreTensor& s, ProbTensor& p) {
+    static_assert(size(ScoreTensor{}) == size(ProbTensor{}));
+    // Same register order in both (see kScoreTiles): the S accumulator of 16 keys is exactly the
+    // m64k16 A operand of the P V GEMM.
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(s); i += 2) {
+      p(i) = static_cast<Element>(s(i));
+      p(i + 1) = static_cast<Element>(s(i + 1));
+    }
+  }
+
+  // Runs the key blocks of range (last first) for this warpgroup's rows of the tile. O comes back
+  // unnormalized in o; softmax holds the row max and sum.
+  template <typename TensorQ, typename TensorK, typename TensorV, typename TensorO>
+  __device__ void run(const FwdArgs& a, const Tile& tile, const BlockRange& range,
+                      const TensorQ& tSrQ, const TensorK& tSrK, const TensorV& tOrV, TensorO& tOrO,
+                      Softmax& softmax, Pipeline& pipeline_k, Pipeline& pipeline_v,
+                      PipelineState& read_k, PipelineState& read_v, int thread) {
+    Tensor tSrS = partition_fragment_C(mma_qk, select<0, 1>(TileShape{}));
+    Tensor tOrP = make_tensor<Element>(partition_shape_A(mma_pv, select<0, 1>(TileShape{})));
+    const AccumulatorCoords coords = AccumulatorCoords::of(thread);
+    const int tile_row0 = tile.m_block * kBlockM;
+    const int wg_row0 = tile_row0 + warpgroup * kRowsPerWarpgroup;
+    auto needs_mask = [&](int n_block) {
+      const int key0 = n_block * kBlockN;
+      return !a.mask.tile_fully_visible(wg_row0, wg_row0 + kRowsPerWarpgroup, key0, key0 + kBlockN);
+    };
+    float correction[1][2];
+
+    // First block: nothing to overlap with yet.
+    int n_block = range.end - 1;
+    pipeline_k.consumer_wait(read_k);
+    wait_turn();
+    issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
+    pass_turn();
+    warpgroup_wait<0>();
+    pipeline_k.consumer_release(read_k);
+    ++read_k;
+    prepare_scores(a, tSrS, coords, tile_row0, n_block * kBlockN, needs_mask(n_block));
+    softmax.update_scores(as_scores(tSrS.data()), a.exp_factor, correction);
+    convert_probabilities(tSrS, tOrP);
+    clear(tOrO);
+
+    for (--n_block; n_block >= range.begin; --n_block) {
+      pipeline_k.consumer_wait(read_k);
+      if constexpr (kIntraOverlap) {
+        wait_turn();
+        issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
+        pipeline_v.consumer_wait(read_v);
+        issue_gemm</*kZeroInit=*/false>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
+        pass_turn();
+        warpgroup_wait<1>();  // S of this block; P V of the previous one may still run
+        pipeline_k.consumer_release(read_k);
+        ++read_k;
+        prepare_scores(a, tSrS, coords, tile_row0, n_block * kBlockN, needs_mask(n_block));
+        softmax.update_scores(as_scores(tSrS.data()), a.exp_factor, correction);
+        warpgroup_wait<0>();
+        pipeline_v.consumer_release(read_v);
+        ++read_v;
+        Softmax::rescale(as_out(tOrO.data()), correction);
+        convert_probabilities(tSrS, tOrP);
+      } else {
+        // The previous block's P V first, then this block's S, one after the other.
+        pipeline_v.consumer_wait(read_v);
+        wait_turn();
+        issue_gemm</*kZeroInit=*/false>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
+        pass_turn();
+        warpgroup_wait<0>();
+        pipeline_v.consumer_release(read_v);
+        ++read_v;
+        wait_turn();
+        issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
+        pass_turn();
+        warpgroup_wait<0>();
+        pipeline_k.consumer_release(read_k);
+        ++read_k;
+        prepare_scores(a, tSrS, coords, tile_row0, n_block * kBlockN, needs_mask(n_block));
+        softmax.update_scores(as_scores(tSrS.data()), a.exp_factor, correction);
+        Softmax::rescale(as_out(tOrO.data()), correction);
+        convert_probabilities(tSrS, tOrP);
+      }
+    }
+
+    // The last block's P V.
+    pipeline_v.consumer_wait(read_v);
+    wait_turn();
+    issue_gemm</*kZeroInit=*/false>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
+    pass_turn();
+    warpgroup_wait<0>();
+    pipeline_v.consumer_release(read_v);
+    ++read_v;
+  }
+};
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,228 @@
+// Host side of the sm90 backend: the kernel's view of the problem (GQA packing for decode), the
+// persistent grid and split plan, the rejection reasons, and the launch of one instantiation plus,
+// when split, the combine kernel.
+#include <algorithm>
+#include <cstdint>
+
+#include "api/backend_registry.hpp"
+#include "api/validate.hpp"
+#include "common/online_softmax.hpp"
+#include "sm80/combine.cuh"
+#include "sm80/launch.hpp"
+#include "sm80/split_kv.hpp"
+#include "sm90/instantiations.hpp"
+#include "sm90/launch_args.hpp"
+#include "sm90/sm90_fwd.hpp"
+
+namespace flashcore::detail {
+namespace {
+
+using sm90::FwdArgs;
+using sm90::GmemInput;
+using sm90::LaunchArgs;
+
+// Sizes stay in int inside the kernel: row + seqlen_k + window + 1 must not overflow.
+constexpr int64_t kMaxSeqlen = int64_t{1} << 29;
+// A TMA descriptor's strides are at most 2^40 bytes.
+constexpr int64_t kMaxTmaStrideBytes = int64_t{1} << 40;
+// Auto leaves grids under this many 128-row tiles per SM to the sm80 backend's small-grid tiles
+// and split-KV (docs/perf.md, sm90 v1).
+constexpr int64_t kMinTilesPerSmForAuto = 1;
+
+int clamp_window(int64_t side, int64_t unbounded_at) {
+  return side < 0 ? -1 : static_cast<int>(std::min(side, unbounded_at));
+}
+
+GmemInput gmem_input(const InputTensor& t, int64_t seqlen, int64_t heads) {
+  return {t.data, static_cast<int>(seqlen), static_cast<int>(heads), t.strides.seq,
+          t.strides.head, t.strides.batch};
+}
+
+// The problem as the kernel indexes it. Decode with GQA (one query row, no left window) packs the
+// group's query heads into the row dimension as the sm80 backend does (sm80_fwd.cu): query head
+// kv * G + j becomes row j of kv head kv, a strided view the Q TMA descriptor reads directly, so
+// one tile reads each K/V block once for the whole group.
+LaunchArgs kernel_view(const Problem& problem) {
+  const AttentionParams& a = problem.params;
+  LaunchArgs in{};
+  FwdArgs& p = in.args;
+  p.batch = static_cast<int>(a.batch);
+  p.seqlen_k = static_cast<int>(a.seqlen_k);
+  p.head_dim = static_cast<int>(a.head_dim);
+  p.scale = problem.scale;
+  p.scale_log2 = problem.scale * kLog2e;
+  p.softcap = problem.softcap;
+  p.prescale = problem.softcap.cap > 0.f || !(p.scale_log2 > 0.f);
+  p.exp_factor = p.prescale ? 1.f : p.scale_log2;
+  p.o = a.o.data;
+  p.o_batch = a.o.strides.batch;
+  p.lse = a.lse;
+  in.k = gmem_input(a.k, a.seqlen_k, a.heads_kv);
+  in.v = gmem_input(a.v, a.seqlen_k, a.heads_kv);
+  in.bf16 = a.q.dtype == DType::kBFloat16;
+
+  const int64_t group = problem.group();
+  if (a.seqlen_q == 1 && group > 1 && problem.mask.left < 0) {
+    p.heads = static_cast<int>(a.heads_kv);
+    p.kv_group = 1;
+    p.seqlen_q = static_cast<int>(group);
+    in.q = {a.q.data, p.seqlen_q, p.heads, a.q.strides.head, a.q.strides.head * group,
+            a.q.strides.batch};
+    p.o_seq = a.o.strides.head;
+    p.o_head = a.o.strides.head * group;
+    p.mask = WindowMask<int>{p.seqlen_q, p.seqlen_k, -1, -1};
+  } else {
+    p.heads = static_cast<int>(a.heads_q);
+    p.kv_group = static_cast<int>(group);
+    p.seqlen_q = static_cast<int>(a.seqlen_q);
+    in.q = gmem_input(a.q, a.seqlen_q, a.heads_q);
+    p.o_seq = a.o.strides.seq;
+    p.o_head = a.o.strides.head;
+    p.mask = WindowMask<int>{p.seqlen_q, p.seqlen_k, clamp_window(problem.mask.left, a.seqlen_k),
+                             clamp_window(problem.mask.right, a.seqlen_q)};
+  }
+  return in;
+}
+
+int64_t kernel_rows(const FwdArgs& p) { return static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q; }
+
+// Grid, schedule and split count on this device.
+LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
+  LaunchArgs in = kernel_view(problem);
+  FwdArgs& p = in.args;
+  const int head_dim = sm90::instantiated_head_dim(problem.params.head_dim);
+  const int block_n = sm90::block_n_for(head_dim);
+  p.num_m_blocks = (p.seqlen_q + sm90::kBlockM - 1) / sm90::kBlockM;
+  const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
+  sm80::SplitInputs split{};
+  split.ctas = pairs * p.num_m_blocks;
+  split.kv_blocks = (p.seqlen_k + block_n - 1) / block_n;
+  split.sm_count = device.multiProcessorCount;
+  split.ctas_per_sm = 1;
+  split.requested = problem.params.num_splits;
+  p.num_splits = sm80::choose_num_splits(split);
+  // Heads per group: as many as keep their K and V within half of L2 (the other half for the
+  // streams of Q and O), at least one. K/V of a kv head is shared by its kv_group query heads.
+  const int64_t kv_bytes_per_head =
+      std::max<int64_t>(1, 2 * int64_t{p.seqlen_k} * head_dim * 2 / std::max(1, p.kv_group));
+  p.head_group = static_cast<int>(
+      std::clamp<int64_t>(int64_t{device.l2CacheSize} / 2 / kv_bytes_per_head, 1, pairs));
+  const int64_t tiles = split.ctas * p.num_splits;
+  p.num_tiles = static_cast<int>(tiles);
+  in.num_ctas = static_cast<int>(std::min<int64_t>(tiles, device.multiProcessorCount));
+  return in;
+}
+
+bool stride_fits_tma(int64_t elements, int64_t extent) {
+  return extent <= 1 || (elements > 0 && elements * 2 < kMaxTmaStrideBytes);
+}
+
+}  // namespace
+
+const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
+#if !FLASHCORE_HAS_SM90
+  (void)problem;
+  (void)device;
+  return "is not in this build; build with 90a in FLASHCORE_CUDA_ARCHITECTURES";
+#else
+  const AttentionParams& a = problem.params;
+  if (device.major != 9 || device.minor != 0) {
+    return "needs an sm_90 GPU (H100, H200): its code is built for sm_90a (wgmma, TMA)";
+  }
+  if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {
+    return "supports seqlen_q and seqlen_k up to 2^29";
+  }
+  const int head_dim = sm90::instantiated_head_dim(a.head_dim);
+  if (head_dim == 0) return "has no kernel for this head_dim; use a multiple of 8 up to 256";
+  // The TMA reads Q, K and V through descriptors whose strides must be positive multiples of 16
+  // bytes below 2^40 (validation already asks for 16-byte alignment).
+  const InputTensor* inputs[] = {&a.q, &a.k, &a.v};
+  const int64_t seqlens[] = {a.seqlen_q, a.seqlen_k, a.seqlen_k};
+  const int64_t heads[] = {a.heads_q, a.heads_kv, a.heads_kv};
+  for (int i = 0; i < 3; ++i) {
+    const Strides& s = inputs[i]->strides;
+    if (!stride_fits_tma(s.seq, seqlens[i]) || !stride_fits_tma(s.head, heads[i]) ||
+        !stride_fits_tma(s.batch, a.batch)) {
+      return "needs Q, K and V strides that are positive and below 2^40 bytes (TMA descriptors)";
+    }
+  }
+  if (a.tile != TileShape::kAuto) return "has one tile shape; pass TileShape::kAuto";
+  bool has_kernel = false;
+  int smem_bytes = 0;
+  sm90::with_head_dim(head_dim, [&](auto d) {
+    has_kernel = true;
+    smem_bytes = sm90::smem_bytes_head_dim<decltype(d)::value>(a.q.dtype == DType::kBFloat16);
+  });
+  if (!has_kernel) return "has no kernel for this head_dim in this build";
+  if (static_cast<size_t>(smem_bytes) > device.sharedMemPerBlockOptin) {
+    return "needs more shared memory per block than this GPU allows for this head_dim";
+  }
+  return "";
+#endif
+}
+
+const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& device) {
+  const LaunchArgs in = plan(problem, device);
+  const int64_t unsplit_tiles = int64_t{in.args.num_tiles} / in.args.num_splits;
+  if (unsplit_tiles < kMinTilesPerSmForAuto * device.multiProcessorCount) {
+    return "leaves grids of fewer 128-row tiles than SMs to the sm80 small-grid tiles";
+  }
+  return "";
+}
+
+size_t sm90_workspace_bytes(const Problem& problem) {
+  cudaDeviceProp device{};
+  if (!current_device_properties(&device).ok()) return 0;
+  const LaunchArgs in = plan(problem, device);
+  return sm80::split_workspace_bytes(in.args.num_splits, kernel_rows(in.args),
+                                     in.args.head_dim);
+}
+
+Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream) {
+#if !FLASHCORE_HAS_SM90
+  (void)problem;
+  (void)workspace;
+  (void)stream;
+  return {StatusCode::kUnsupported, "sm90 is not in this build"};
+#else
+  cudaDeviceProp device{};
+  if (Status s = current_device_properties(&device); !s.ok()) return s;
+  LaunchArgs in = plan(problem, device);
+  FwdArgs& p = in.args;
+  if (p.num_splits > 1) {
+    p.o_partial = static_cast<float*>(workspace);
+    p.lse_partial = p.o_partial + p.num_splits * kernel_rows(p) * p.head_dim;
+  }
+  cudaError_t launched = cudaErrorInvalidValue;
+  sm90::with_head_dim(problem.params.head_dim,
+                      [&](auto d) { launched = sm90::launch_head_dim<decltype(d)::value>(in, stream); });
+  if (Status s = launch_status(launched, "sm90 fwd_kernel"); !s.ok()) return s;
+  if (p.num_splits <= 1) return Status::Ok();
+
+  // The sm80 backend's combine kernel merges the partials by their LSE; it reads the sizes and
+  // output strides from its own parameter struct.
+  sm80::FwdParams combine{};
+  combine.o = p.o;
+  combine.lse = p.lse;
+  combine.o_batch = p.o_batch, combine.o_seq = p.o_seq, combine.o_head = p.o_head;
+  combine.batch = p.batch;
+  combine.heads = p.heads;
+  combine.seqlen_q = p.seqlen_q;
+  combine.num_splits = p.num_splits;
+  combine.o_partial = p.o_partial;
+  combine.lse_partial = p.lse_partial;
+  const int64_t vectors = kernel_rows(p) * (p.head_dim / sm80::kCombineVector);
+  sm80::LaunchShape shape;
+  shape.grid =
+      dim3(static_cast<unsigned>((vectors + sm80::kCombineThreads - 1) / sm80::kCombineThreads));
+  shape.threads = sm80::kCombineThreads;
+  const cudaError_t combined =
+      in.bf16 ? sm80::launch_kernel(sm80::combine_kernel<__nv_bfloat16>, shape, stream, combine,
+                                    p.head_dim)
+              : sm80::launch_kernel(sm80::combine_kernel<__half>, shape, stream, combine,
+                                    p.head_dim);
+  return launch_status(combined, "sm90 combine_kernel");
+#endif
+}
+
+}  // namespace flashcore::detail

@@ -1,0 +1,136 @@
+// What only the sm90 backend has: every head dim that is a multiple of 8 (rounded up to an
+// instantiation, zero-filled by the TMA), the persistent scheduler's edges (fewer tiles than SMs,
+// more tiles than CTAs, partial head groups, longest-first causal order), and auto's choice on an
+// H100. The shared cases (odd lengths, GQA, windows, softcap, strides, splits) run on sm90 through
+// test_backends.cpp, which walks every registered backend.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "flashcore/attention.hpp"
+#include "reference/gpu_oracle.hpp"
+#include "tests/support/attention_case.hpp"
+
+namespace flashcore::testing {
+namespace {
+
+// Skips (loudly) unless the device is an sm_90 GPU and this build has the sm90 kernels.
+#define FLASHCORE_REQUIRE_SM90(params)                                                   \
+  do {                                                                                   \
+    FLASHCORE_REQUIRE_GPU();                                                             \
+    cudaDeviceProp device{};                                                             \
+    CUDA_ASSERT_OK(cudaGetDeviceProperties(&device, 0));                                 \
+    if (device.major != 9) GTEST_SKIP() << "sm90 test skipped: the GPU is not sm_90";    \
+    const Status can = can_implement(params);                                            \
+    ASSERT_TRUE(can.ok()) << "sm90 must run on an sm_90 GPU: " << can.message;           \
+  } while (0)
+
+void expect_matches(const AttentionCase& c, CaseData& data, const std::vector<double>& ref_o,
+                    const std::vector<double>& ref_lse, int num_splits) {
+  AttentionParams params = data.params(Backend::kSm90);
+  params.num_splits = num_splits;
+  FLASHCORE_REQUIRE_SM90(params);
+  data.poison_outputs();
+  RunInfo info;
+  const Status status = run(params, &info);
+  ASSERT_TRUE(status.ok()) << status.message;
+  EXPECT_STREQ(info.provider, "sm90");
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  bool padding_untouched = false;
+  const std::vector<double> o = data.read_o(&padding_untouched);
+  const std::vector<float> lse = data.read_lse();
+  const Errors e = compare(c, o, ref_o, c.with_lse ? &lse : nullptr, ref_lse);
+  EXPECT_EQ(e.nan_count, 0) << "NaN/inf or unwritten elements";
+  EXPECT_EQ(e.masked_row_errors, 0) << "fully masked rows must give O = 0 and LSE = -inf";
+  EXPECT_TRUE(padding_untouched) << "wrote outside O's elements";
+  EXPECT_LE(e.rel_l2, tolerance(c.dtype));
+  if (c.with_lse) EXPECT_LE(e.lse_max_abs, kLseTolerance);
+}
+
+// Every multiple of 8 up to 256, against the float64 reference: the multiples of 32 run their own
+// instantiation, the others the next one up with zero-filled dims and masked stores.
+class Sm90HeadDimTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(Sm90HeadDimTest, MatchesFloat64Reference) {
+  const AttentionCase& c = GetParam();
+  CaseData data(c);
+  data.compute_reference();
+  SCOPED_TRACE("seed " + std::to_string(data.seed()));
+  expect_matches(c, data, data.ref_o(), data.ref_lse(), /*num_splits=*/1);
+}
+
+std::vector<AttentionCase> head_dim_cases() {
+  std::vector<AttentionCase> cases;
+  for (int64_t d = 8; d <= 256; d += 8) {
+    const DType dtype = (d / 8) % 2 == 0 ? DType::kBFloat16 : DType::kFloat16;
+    // Alternate the features so every head dim meets a tail, GQA and a mask or padded strides.
+    if (d % 16 == 0) {
+      cases.push_back({.dtype = dtype, .batch = 2, .seqlen_q = 127, .seqlen_k = 300, .heads_q = 4,
+                       .heads_kv = 2, .head_dim = d, .causal = true});
+    } else {
+      cases.push_back({.dtype = dtype, .batch = 1, .seqlen_q = 200, .seqlen_k = 129, .heads_q = 2,
+                       .heads_kv = 1, .head_dim = d, .window_left = 50, .softcap = 15.f,
+                       .layout = Layout::kPadded});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryMultipleOf8, Sm90HeadDimTest, ::testing::ValuesIn(head_dim_cases()),
+                         [](const auto& info) { return info.param.name(); });
+
+// Shapes whose tile counts cross the persistent grid's edges, checked against the fp32 oracle.
+class Sm90SchedulerTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(Sm90SchedulerTest, MatchesOracle) {
+  const AttentionCase& c = GetParam();
+  CaseData data(c);
+  SCOPED_TRACE("seed " + std::to_string(data.seed()));
+  FLASHCORE_REQUIRE_GPU();
+  const size_t o_elements = static_cast<size_t>(c.batch * c.seqlen_q * c.heads_q * c.head_dim);
+  const size_t rows = static_cast<size_t>(c.batch * c.heads_q * c.seqlen_q);
+  DeviceBuffer o(o_elements * sizeof(float)), lse(rows * sizeof(float));
+  const Status s = reference::gpu_oracle(data.params(Backend::kAuto), static_cast<float*>(o.get()),
+                                         static_cast<float*>(lse.get()), nullptr);
+  ASSERT_TRUE(s.ok()) << s.message;
+  std::vector<float> o_host(o_elements), lse_host(rows);
+  CUDA_ASSERT_OK(cudaMemcpy(o_host.data(), o.get(), o.bytes(), cudaMemcpyDeviceToHost));
+  CUDA_ASSERT_OK(cudaMemcpy(lse_host.data(), lse.get(), lse.bytes(), cudaMemcpyDeviceToHost));
+  expect_matches(c, data, std::vector<double>(o_host.begin(), o_host.end()),
+                 std::vector<double>(lse_host.begin(), lse_host.end()), /*num_splits=*/0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Edges, Sm90SchedulerTest,
+    ::testing::Values(
+        // 560 causal tiles over at most 132 CTAs: each CTA runs several, longest first.
+        AttentionCase{.batch = 2, .seqlen_q = 777, .seqlen_k = 1500, .heads_q = 40, .heads_kv = 10,
+                      .head_dim = 64, .causal = true},
+        // Long keys make head groups of 3 (K/V sized to L2), with a partial last group.
+        AttentionCase{.dtype = DType::kBFloat16, .batch = 1, .seqlen_q = 300, .seqlen_k = 16384,
+                      .heads_q = 8, .heads_kv = 8, .head_dim = 128},
+        // Fewer tiles than SMs, and a tile count that is not a multiple of the grid.
+        AttentionCase{.batch = 3, .seqlen_q = 129, .seqlen_k = 2000, .heads_q = 5, .heads_kv = 5,
+                      .head_dim = 256, .window_left = 700, .window_right = 20},
+        AttentionCase{.dtype = DType::kBFloat16, .batch = 4, .seqlen_q = 2048, .seqlen_k = 2048,
+                      .heads_q = 33, .heads_kv = 3, .head_dim = 96, .causal = true,
+                      .layout = Layout::kBHSD}),
+    [](const auto& info) { return info.param.name(); });
+
+// On an H100, auto runs sm90 where it was measured faster and leaves small grids to sm80.
+TEST(Sm90Auto, PicksSm90ForLargeGridsOnly) {
+  FLASHCORE_REQUIRE_GPU();
+  cudaDeviceProp device{};
+  CUDA_ASSERT_OK(cudaGetDeviceProperties(&device, 0));
+  if (device.major != 9) GTEST_SKIP() << "sm90 test skipped: the GPU is not sm_90";
+  CaseData large({.dtype = DType::kBFloat16, .batch = 4, .seqlen_q = 2048, .seqlen_k = 2048,
+                  .heads_q = 16, .heads_kv = 16, .head_dim = 128});
+  EXPECT_EQ(resolve_backend(large.params(Backend::kAuto)), Backend::kSm90);
+  CaseData decode({.batch = 4, .seqlen_q = 1, .seqlen_k = 4096, .heads_q = 32, .heads_kv = 8,
+                   .head_dim = 128});
+  EXPECT_EQ(resolve_backend(decode.params(Backend::kAuto)), Backend::kSm80);
+}
+
+}  // namespace
+}  // namespace flashcore::testing
