@@ -20,9 +20,9 @@ auto make_gmem_tensor(const GmemInput& in, int head_dim, int batch) {
                                  make_stride(in.seq_stride, _1{}, in.head_stride, in.batch_stride)));
 }
 
-template <typename Traits, bool kPingpong, bool kIntraOverlap>
+template <typename Traits, typename Variant>
 cudaError_t launch_kernel(const FwdParams<Traits>& params, int num_ctas, cudaStream_t stream) {
-  auto kernel = fwd_kernel<Traits, kPingpong, kIntraOverlap>;
+  auto kernel = fwd_kernel<Traits, Variant>;
   static const cudaError_t configured = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (configured != cudaSuccess) return configured;
@@ -45,14 +45,20 @@ cudaError_t launch_traits(const LaunchArgs& in, cudaStream_t stream) {
   params.tma_v = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.v, d, b),
                                take<0, 2>(typename Traits::SmemLayoutV{}),
                                select<1, 2>(TileShape{}), _1{});
-  if (in.pingpong && in.intra_overlap) return launch_kernel<Traits, true, true>(params, in.num_ctas, stream);
+  const bool softcap = in.args.softcap.cap > 0.f;
+  if (in.pingpong && in.intra_overlap) {
+    return softcap ? launch_kernel<Traits, Variant<true>>(params, in.num_ctas, stream)
+                   : launch_kernel<Traits, Variant<false>>(params, in.num_ctas, stream);
+  }
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
-  if (in.pingpong) return launch_kernel<Traits, true, false>(params, in.num_ctas, stream);
-  if (in.intra_overlap) return launch_kernel<Traits, false, true>(params, in.num_ctas, stream);
-  return launch_kernel<Traits, false, false>(params, in.num_ctas, stream);
-#else
-  return cudaErrorNotSupported;  // the schedule variants are built only for the lab
+  // The lab's schedule ablation (docs/perf.md): without softcap only.
+  if (!softcap) {
+    if (in.pingpong) return launch_kernel<Traits, Variant<false, true, false>>(params, in.num_ctas, stream);
+    if (in.intra_overlap) return launch_kernel<Traits, Variant<false, false, true>>(params, in.num_ctas, stream);
+    return launch_kernel<Traits, Variant<false, false, false>>(params, in.num_ctas, stream);
+  }
 #endif
+  return cudaErrorNotSupported;
 }
 
 template <int kHeadDim>

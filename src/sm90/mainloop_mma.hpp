@@ -43,8 +43,10 @@ __device__ __forceinline__ void issue_gemm(TiledMma& mma, const TensorA& a, cons
   if constexpr (kRegisterA) warpgroup_fence_operand(const_cast<TensorA&>(a));
 }
 
-template <typename Traits, bool kPingpong, bool kIntraOverlap>
+template <typename Traits, typename Variant>
 struct MainloopMma {
+  static constexpr bool kPingpong = Variant::kPingpong;
+  static constexpr bool kIntraOverlap = Variant::kIntraOverlap;
   using Element = typename Traits::Element;
   using TileShape = typename Traits::TileShape;
   using Pipeline = typename Traits::Pipeline;
@@ -90,23 +92,35 @@ struct MainloopMma {
 
   // Raw dot products -> what the softmax takes (FwdArgs::prescale), then -inf where the mask hides
   // a key. Only blocks that are not fully visible to this warpgroup's rows pay for the mask.
+  // Softcap is a template switch: its tanhf is a long branchy sequence per element, and kept as a
+  // runtime branch it doubled the kernel's code (instruction-cache misses on every problem).
   template <typename ScoreTensor>
   __device__ static void prepare_scores(const FwdArgs& a, ScoreTensor& s,
                                         const AccumulatorCoords& coords, int tile_row0, int key0,
                                         bool masked) {
-    if (a.prescale) {
-      const bool capped = a.softcap.cap > 0.f;
+    if constexpr (Variant::kSoftcap) {
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(s); ++i) {
-        s(i) = capped ? a.softcap(s(i) * a.scale) * kLog2e : s(i) * a.scale_log2;
-      }
+      for (int i = 0; i < size(s); ++i) s(i) = a.softcap(s(i) * a.scale) * kLog2e;
+    } else if (a.prescale) {  // a scale <= 0: one multiply per element
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(s); ++i) s(i) *= a.scale_log2;
     }
     if (masked) {
+      // The visible keys of each of the thread's two rows, relative to this thread's first column
+      // of the block, once per row; then one compare-and-select per element.
+      int begin[2], end[2];
+      CUTLASS_PRAGMA_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        const int row = tile_row0 + coords.row(2 * half);
+        const int base = key0 + coords.col0;
+        begin[half] = a.mask.first_key(row) - base;
+        end[half] = a.mask.end_key(row) - base;
+      }
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(s); ++i) {
-        const int row = tile_row0 + coords.row(i);
-        const int key = key0 + coords.col(i);
-        if (!a.mask.visible(row, key)) s(i) = -INFINITY;
+        const int half = AccumulatorCoords::row_offset(i) / 8;
+        const int col = AccumulatorCoords::col_offset(i);
+        s(i) = col >= begin[half] && col < end[half] ? s(i) : -INFINITY;
       }
     }
   }
