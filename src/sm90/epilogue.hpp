@@ -2,9 +2,10 @@
 // and LSE, or (split-KV) fp32 partial O and partial LSE in the layout the combine kernel reads.
 // Only rows < seqlen_q and dims < head_dim are written.
 //
-// O is staged through the warpgroup's own rows of Q's shared memory (its last S GEMM has retired;
-// the other warpgroup's rows are disjoint) so that every global store is a whole 16-byte chunk,
-// coalesced along the head dim and valid for any 16-byte-aligned O strides.
+// O is staged through the warpgroup's own rows of shared memory (O's own buffer, or Q's once the
+// tile's last S GEMM has retired: KernelTraits::kSeparateO; the other warpgroup's rows are
+// disjoint) so that every global store is a whole 16-byte chunk, coalesced along the head dim and
+// valid for any 16-byte-aligned O strides.
 #pragma once
 
 #include <cute/arch/copy_sm90.hpp>
@@ -39,7 +40,7 @@ struct Epilogue {
   template <typename TensorO, typename TiledMma>
   __device__ static void store(const FwdArgs& a, const Tile& tile, int warpgroup, int thread,
                                const TensorO& tOrO, const OnlineSoftmax<1>& softmax,
-                               const TiledMma& thr_pv_mma, Element* q_smem) {
+                               const TiledMma& thr_pv_mma, Element* o_smem) {
     thread = thread_index_here();
     float inv_sum[1][2], lse[1][2];
     softmax.finalize</*kFast=*/false>(a.exp_factor, inv_sum, lse);
@@ -71,9 +72,14 @@ struct Epilogue {
       return;
     }
 
+    if constexpr (Traits::kSeparateO) {
+      // The buffer is O's own: every thread of the warpgroup has read the previous tile's rows.
+      cutlass::arch::NamedBarrier::sync(kWarpgroupThreads,
+                                        barrier_id(NamedBarrierId::kEpilogue0, warpgroup));
+    }
     // Stage O with stmatrix (8x8 blocks, four per instruction): few shared addresses per thread,
     // which the compiler would otherwise compute once per element and keep live across tiles.
-    Tensor sO = make_tensor(make_smem_ptr(q_smem), typename Traits::SmemLayoutQ{});
+    Tensor sO = make_tensor(make_smem_ptr(o_smem), typename Traits::SmemLayoutQ{});
     Tensor tOrOut = make_tensor_like<Element>(tOrO);
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(tOrO); ++i) {

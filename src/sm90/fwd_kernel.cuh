@@ -82,24 +82,33 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   typename Pipeline::PipelineState read_k, read_v;
   int q_phase = 0;
-  for (int index = blockIdx.x; index < a.num_tiles; index += gridDim.x) {
-    const Tile tile = TileScheduler::decode(a, index);
+  for (TileSequence tiles(a.num_tiles); tiles.valid(); tiles.next()) {
+    const Tile tile = TileScheduler::decode(a, tiles.index());
     const BlockRange range = key_blocks<kBlockM, Traits::kBlockN>(a, tile);
     if (range.empty()) {
       Epilogue<Traits>::store_empty(a, tile, mma.warpgroup, thread);
+      if (tiles.has_next()) signal_query_empty();
+      continue;
+    }
+    smem.q_full.wait(q_phase);
+    q_phase ^= 1;
+    OnlineSoftmax<1> softmax;
+    mma.run(a, tile, range, tSrQ, tSrK, tOrV, tOrO, softmax, pipeline_k, pipeline_v, read_k,
+            read_v, thread);
+    if constexpr (Traits::kSeparateO) {
+      // Every S GEMM of the tile has retired: the next Q may load while O is stored.
+      if (tiles.has_next()) signal_query_empty();
+      Epilogue<Traits>::store(a, tile, mma.warpgroup, thread, tOrO, softmax, mma.mma_pv,
+                              smem.o.data());
     } else {
-      smem.q_full.wait(q_phase);
-      q_phase ^= 1;
-      OnlineSoftmax<1> softmax;
-      mma.run(a, tile, range, tSrQ, tSrK, tOrV, tOrO, softmax, pipeline_k, pipeline_v, read_k,
-              read_v, thread);
       Epilogue<Traits>::store(a, tile, mma.warpgroup, thread, tOrO, softmax, mma.mma_pv,
                               smem.q.data());
-    }
-    if (index + static_cast<int>(gridDim.x) < a.num_tiles) {
-      // The staged O was read back (generic proxy) before the next Q lands there (async proxy).
-      cutlass::arch::fence_view_async_shared();
-      signal_query_empty();
+      if (tiles.has_next()) {
+        // O staged in Q's buffer was read back (generic proxy) before the next Q lands there
+        // (async proxy).
+        cutlass::arch::fence_view_async_shared();
+        signal_query_empty();
+      }
     }
   }
 #endif

@@ -103,9 +103,18 @@ struct KernelTraits {
 
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
 
+  // O is staged in shared memory for 16-byte global stores. Where Q, both rings and an O tile fit
+  // in one CTA's 227 KiB (D <= 160), O has its own buffer, so the next tile's Q loads while this
+  // tile's O is stored; above that O reuses Q's buffer once the tile's last S GEMM has retired, and
+  // the next Q waits for the store.
+  static constexpr int kSmemLimitBytes = 227 * 1024;
+  static constexpr int kBarrierBytes = 1024;
+  static constexpr bool kSeparateO =
+      2 * kQBytes + 2 * kStages * kKVBytes + kBarrierBytes <= kSmemLimitBytes;
+
   struct SharedStorage {
-    // Q, and the O tile staged for 16-byte global stores once the tile's last S GEMM is done.
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> q;
+    alignas(1024) cute::array_aligned<Element, kSeparateO ? cute::cosize_v<SmemLayoutQ> : 1> o;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> k;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutV>> v;
     typename Pipeline::SharedStorage pipeline_k;
@@ -113,6 +122,7 @@ struct KernelTraits {
     cutlass::arch::ClusterTransactionBarrier q_full;
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
+  static_assert(kSmemBytes <= kSmemLimitBytes, "the tile table's shapes must fit one CTA");
 };
 
 }  // namespace flashcore::sm90

@@ -51,11 +51,17 @@ cudaError_t launch_traits(const LaunchArgs& in, cudaStream_t stream) {
                    : launch_kernel<Traits, Variant<false>>(params, in.num_ctas, stream);
   }
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
-  // The lab's schedule ablation (docs/perf.md): without softcap only.
-  if (!softcap) {
-    if (in.pingpong) return launch_kernel<Traits, Variant<false, true, false>>(params, in.num_ctas, stream);
-    if (in.intra_overlap) return launch_kernel<Traits, Variant<false, false, true>>(params, in.num_ctas, stream);
-    return launch_kernel<Traits, Variant<false, false, false>>(params, in.num_ctas, stream);
+  // The lab's schedule steps (docs/perf.md), at hd128 without softcap only.
+  if constexpr (kHeadDim == 128) {
+    if (!softcap) {
+      if (in.pingpong) {
+        return launch_kernel<Traits, Variant<false, true, false>>(params, in.num_ctas, stream);
+      }
+      if (in.intra_overlap) {
+        return launch_kernel<Traits, Variant<false, false, true>>(params, in.num_ctas, stream);
+      }
+      return launch_kernel<Traits, Variant<false, false, false>>(params, in.num_ctas, stream);
+    }
   }
 #endif
   return cudaErrorNotSupported;

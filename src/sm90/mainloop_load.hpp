@@ -42,8 +42,8 @@ struct MainloopLoad {
     PipelineState write_k = cutlass::make_producer_start_state<Pipeline>();
     PipelineState write_v = cutlass::make_producer_start_state<Pipeline>();
     bool first_tile = true;
-    for (int index = blockIdx.x; index < a.num_tiles; index += gridDim.x) {
-      const Tile tile = TileScheduler::decode(a, index);
+    for (TileSequence tiles(a.num_tiles); tiles.valid(); tiles.next()) {
+      const Tile tile = TileScheduler::decode(a, tiles.index());
       const BlockRange range = key_blocks<kBlockM, Traits::kBlockN>(a, tile);
       const int kv_head = tile.head / a.kv_group;
       Tensor gQ = local_tile(mQ(_, _, tile.head, tile.batch), select<0, 2>(TileShape{}),

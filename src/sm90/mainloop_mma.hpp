@@ -153,7 +153,7 @@ struct MainloopMma {
       const int key0 = n_block * kBlockN;
       return !a.mask.tile_fully_visible(wg_row0, wg_row0 + kRowsPerWarpgroup, key0, key0 + kBlockN);
     };
-    float correction[1][2];
+    float correction[1][2];  // of the last softmax update, for O before the next P V
 
     // First block: nothing to overlap with yet.
     int n_block = range.end - 1;
@@ -174,6 +174,9 @@ struct MainloopMma {
       if constexpr (kIntraOverlap) {
         wait_turn();
         issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
+        // The previous P V has retired; rescaling O for the previous block's max here, while this
+        // S is computed, leaves only the P conversion between a P V retiring and the next issue.
+        Softmax::rescale(as_out(tOrO.data()), correction);
         pipeline_v.consumer_wait(read_v);
         issue_gemm</*kZeroInit=*/false>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
         pass_turn();
@@ -185,7 +188,6 @@ struct MainloopMma {
         warpgroup_wait<0>();
         pipeline_v.consumer_release(read_v);
         ++read_v;
-        Softmax::rescale(as_out(tOrO.data()), correction);
         convert_probabilities(tSrS, tOrP);
       } else {
         // The previous block's P V first, then this block's S, one after the other.
@@ -210,6 +212,7 @@ struct MainloopMma {
     }
 
     // The last block's P V.
+    if constexpr (kIntraOverlap) Softmax::rescale(as_out(tOrO.data()), correction);
     pipeline_v.consumer_wait(read_v);
     wait_turn();
     issue_gemm</*kZeroInit=*/false>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO);

@@ -3,6 +3,8 @@
 // when split, the combine kernel.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "api/backend_registry.hpp"
 #include "api/validate.hpp"
@@ -86,6 +88,21 @@ LaunchArgs kernel_view(const Problem& problem) {
 
 int64_t kernel_rows(const FwdArgs& p) { return static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q; }
 
+#if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
+// Lab builds only (CMake FLASHCORE_SM90_SCHEDULE_VARIANTS): FLASHCORE_SM90_SCHEDULE names the parts
+// of the schedule to keep, from "pingpong", "overlap" and "persistent" (comma separated; unset
+// keeps all), so that docs/perf.md can measure what each gives. Without "persistent" every tile
+// gets its own CTA. Variants exist for hd128 without softcap.
+void apply_schedule_knob(LaunchArgs* in) {
+  const char* knob = std::getenv("FLASHCORE_SM90_SCHEDULE");
+  if (knob == nullptr) return;
+  const std::string parts = std::string(",") + knob + ",";
+  in->pingpong = parts.find(",pingpong,") != std::string::npos;
+  in->intra_overlap = parts.find(",overlap,") != std::string::npos;
+  if (parts.find(",persistent,") == std::string::npos) in->num_ctas = in->args.num_tiles;
+}
+#endif
+
 // Grid, schedule and split count on this device.
 LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   LaunchArgs in = kernel_view(problem);
@@ -110,6 +127,9 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   const int64_t tiles = split.ctas * p.num_splits;
   p.num_tiles = static_cast<int>(tiles);
   in.num_ctas = static_cast<int>(std::min<int64_t>(tiles, device.multiProcessorCount));
+#if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
+  apply_schedule_knob(&in);
+#endif
   return in;
 }
 

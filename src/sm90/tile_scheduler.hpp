@@ -1,6 +1,6 @@
-// Persistent tile scheduler: one CTA per SM walks the tiles blockIdx.x, + gridDim.x, ... in a
-// fixed order that the producer and the consumers both follow, so they need no queue between
-// them. A tile is (query block, batch, head, split).
+// Persistent tile scheduler: one CTA per SM walks a fixed sequence of tiles that the producer
+// and the consumers both compute, so they need no queue between them. A tile is (query block,
+// batch, head, split).
 //
 // Order: (batch, head) pairs are taken head_group at a time, and inside a group every query block
 // of those heads runs before the next group starts, so the CTAs working at the same time read the
@@ -20,6 +20,28 @@ struct Tile {
   int head;
   int batch;
   int split;
+};
+
+// Which tiles CTA c of G runs: in round r, tile r * G + c when r is even and r * G + (G - 1 - c)
+// when r is odd (a snake). Tiles come longest first (below), so a CTA that took one of the longest
+// tiles of a round takes one of the shortest of the next: with a causal mask, where the first
+// tiles see up to num_m_blocks times more keys than the last, a plain stride gave the CTAs that
+// started on the long tiles every long tile after them too (hd256 S16k causal: 0.67x cuDNN).
+struct TileSequence {
+  int round = 0;
+  int cta;
+  int ctas;
+  int num_tiles;
+
+  __device__ __forceinline__ TileSequence(int num_tiles_) : cta(blockIdx.x), ctas(gridDim.x),
+                                                            num_tiles(num_tiles_) {}
+  __device__ __forceinline__ int index_of(int r) const {
+    return r * ctas + ((r & 1) ? ctas - 1 - cta : cta);
+  }
+  __device__ __forceinline__ int index() const { return index_of(round); }
+  __device__ __forceinline__ bool valid() const { return index() < num_tiles; }
+  __device__ __forceinline__ bool has_next() const { return index_of(round + 1) < num_tiles; }
+  __device__ __forceinline__ void next() { ++round; }
 };
 
 struct TileScheduler {
