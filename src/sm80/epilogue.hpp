@@ -59,6 +59,10 @@ __device__ __forceinline__ void store_output(const FwdParams& p, const OutputTil
     return;
   }
 
+  // Every lane of the warp has finished its ldmatrix reads of these Q rows before any lane
+  // overwrites them with O (an intra-warp write-after-read that racecheck reported: lanes of one
+  // warp are not guaranteed to run in lockstep).
+  __syncwarp();
 #pragma unroll
   for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
 #pragma unroll

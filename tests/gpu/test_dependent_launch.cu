@@ -7,6 +7,8 @@
 // the poison: that proves the window is real, so a missing wait could not pass.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -88,6 +90,12 @@ TEST_P(DependentLaunchTest, WaitsForThePreviousKernelBeforeAnyMemoryAccess) {
   cudaFuncAttributes built{};
   CUDA_ASSERT_OK(cudaFuncGetAttributes(&built, late_copy));
   if (built.ptxVersion < 90) GTEST_SKIP() << "this build has no sm_90 code (griddepcontrol)";
+  // scripts/sanitize.sh sets this: compute-sanitizer serializes launches, so the control below
+  // (the dependent must start early) cannot hold there; the wait itself is still exercised.
+  if (std::getenv("FLASHCORE_UNDER_SANITIZER") != nullptr) {
+    GTEST_SKIP() << "under compute-sanitizer, which serializes launches: a dependent cannot start "
+                    "early, so this test's control cannot hold";
+  }
   const DependentCase& dc = GetParam();
   SCOPED_TRACE(dc.what);
   CaseData data(dc.spec);
