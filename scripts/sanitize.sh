@@ -21,7 +21,7 @@ status=0
 # sanitizer serializes launches; it skips itself with that reason under this variable.
 export FLASHCORE_UNDER_SANITIZER=1
 for tool in memcheck racecheck synccheck; do
-  compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_brief=1 \
+  timeout "${FLASHCORE_SANITIZER_TIMEOUT:-900}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_brief=1 \
     --gtest_filter="$filter" > "$out/$tool.log" 2>&1 || status=1
   printf '%-10s %s | %s\n' "$tool" "$(grep -m1 'ERROR SUMMARY' "$out/$tool.log" || echo 'no summary')" \
     "$(grep -E '^\[  (PASSED|FAILED) ' "$out/$tool.log" | tr '\n' ' ')"

@@ -30,6 +30,8 @@ constexpr int64_t kMaxTmaStrideBytes = int64_t{1} << 40;
 // Auto leaves grids under this many 128-row tiles per SM to the sm80 backend's small-grid tiles
 // and split-KV (docs/perf.md, sm90 v1).
 constexpr int64_t kMinTilesPerSmForAuto = 1;
+// See plan(): masked problems with more query blocks per head than this get one CTA per tile.
+constexpr int kMaxPersistentMaskedMBlocks = 32;
 
 int clamp_window(int64_t side, int64_t unbounded_at) {
   return side < 0 ? -1 : static_cast<int>(std::min(side, unbounded_at));
@@ -126,13 +128,16 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
       std::clamp<int64_t>(int64_t{device.l2CacheSize} / 2 / kv_bytes_per_head, 1, pairs));
   const int64_t tiles = split.ctas * p.num_splits;
   p.num_tiles = static_cast<int>(tiles);
-  // Persistent (one CTA per SM) only when every tile does the same work: with a causal or
-  // windowed mask the tiles differ up to num_m_blocks-fold, and the hardware's dynamic CTA launch
-  // (one CTA per tile, started as others finish, longest first) balanced them better than our
-  // static sequence (docs/perf.md, sm90 v2: hd128 S4k causal 522 against 485 TFLOP/s).
-  const bool uniform_tiles = p.mask.left < 0 && p.mask.right < 0;
+  // Persistent (one CTA per SM) unless the tiles differ a lot in work: with a causal or windowed
+  // mask and more than kMaxPersistentMaskedMBlocks query blocks per head, the hardware's dynamic
+  // CTA launch (one CTA per tile, started as others finish, longest first) balances the tiles
+  // better than our static sequence; below that, a CTA's setup per tile costs more than the
+  // imbalance (docs/perf.md, sm90 v3: causal S8k hd128 1.04x cuDNN against 0.91x persistent, S512
+  // 0.61x against 0.82x).
+  const bool masked = p.mask.left >= 0 || p.mask.right >= 0;
+  const bool persistent = !masked || p.num_m_blocks <= kMaxPersistentMaskedMBlocks;
   in.num_ctas = static_cast<int>(
-      uniform_tiles ? std::min<int64_t>(tiles, device.multiProcessorCount) : tiles);
+      persistent ? std::min<int64_t>(tiles, device.multiProcessorCount) : tiles);
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
   apply_schedule_knob(&in);
 #endif

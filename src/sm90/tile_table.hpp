@@ -23,14 +23,11 @@ constexpr WarpgroupRole warpgroup_role(int warpgroup) {
 // tiles amortize the per-step softmax and barriers, and the limit is registers (S is 64 x kBlockN
 // fp32 per consumer warpgroup next to the 64 x D O accumulator and P) and shared memory (Q plus
 // two stages each of K and V, and O where it fits, within the 227 KiB of one CTA):
-//   D <= 64: 192-key tiles (S 96 regs, P 48, O 32): the GEMMs per softmax step are small at
-//            this head dim, so the step count matters most (FlashAttention-3 uses 192 too).
-//   D <= 128: 128-key tiles (S 64 regs, O <= 64 regs; 192 KiB at D = 128 with O's buffer).
+//   D <= 128: 128-key tiles (S 64 regs, O <= 64 regs; 192 KiB at D = 128 with O's buffer). At
+//             D = 64, 192-key tiles measured no better (docs/perf.md, sm90 v3).
 //   D <= 192: 96-key tiles (192 KiB at D = 192).
 //   D <= 256: 64-key tiles (O takes 128 regs; 192 KiB at D = 256).
-constexpr int block_n_for(int head_dim) {
-  return head_dim <= 64 ? 192 : head_dim <= 128 ? 128 : head_dim <= 192 ? 96 : 64;
-}
+constexpr int block_n_for(int head_dim) { return head_dim <= 128 ? 128 : head_dim <= 192 ? 96 : 64; }
 inline constexpr int kStages = 2;
 
 }  // namespace flashcore::sm90
