@@ -27,8 +27,8 @@ enum class Backend {
   kSm80,     // FlashAttention-2 class: mma.sync m16n8k16, ldmatrix, cp.async pipeline (sm80+)
   // FlashAttention-3 class, Hopper (sm_90) only: TMA loads, wgmma, warp-specialized persistent
   // CTAs with pingpong and intra-warpgroup overlap; every head dim that is a multiple of 8 up to
-  // 256. kAuto picks it on sm_90 except for grids smaller than one tile per SM (decode, short
-  // sequences), where sm80's small-grid tiles and split-KV win.
+  // 256. kAuto picks it on sm_90 except for grids of at most one 128-row query tile per two SMs
+  // (short sequences at small batch x heads), where sm80's small-grid tiles and split-KV win.
   kSm90,
 };
 

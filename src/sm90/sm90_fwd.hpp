@@ -13,8 +13,8 @@ namespace flashcore::detail {
 
 const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device);
 // Non-empty when auto should leave this problem to another backend that was measured faster on
-// it (docs/perf.md, sm90 v1): small grids and decode, where the sm80 backend's small-grid tiles
-// and split-KV win.
+// it (docs/perf.md, sm90 v4): grids of at most one 128-row tile per two SMs, where the sm80
+// backend's small-grid tiles and split-KV win.
 const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& device);
 size_t sm90_workspace_bytes(const Problem& problem);
 Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream);

@@ -130,6 +130,8 @@ TEST(Sm90Auto, PicksSm90ForLargeGridsOnly) {
   CaseData decode({.batch = 4, .seqlen_q = 1, .seqlen_k = 4096, .heads_q = 32, .heads_kv = 8,
                    .head_dim = 128});
   EXPECT_EQ(resolve_backend(decode.params(Backend::kAuto)), Backend::kSm80);
+  CaseData canonical({.batch = 1, .seqlen_q = 512, .seqlen_k = 512, .heads_q = 8, .heads_kv = 8});
+  EXPECT_EQ(resolve_backend(canonical.params(Backend::kAuto)), Backend::kSm80);
 }
 
 }  // namespace
