@@ -260,6 +260,16 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       pv(k_tile + Traits::kKVTileBytes + slice_offset, probs);
     }
   }
+  if constexpr (Traits::kClusterCtas > 1) {
+    if (range.end <= range.begin) {
+      // A cluster-pair CTA whose half of the keys is empty (the other tiles returned above):
+      // nothing waited for the first cp.async group, which carries Q, and the epilogue stages O
+      // in Q's buffer. Wait for it, and for every thread's copies, first (racecheck: the Q copy
+      // and the O staging wrote the same bytes).
+      cute::cp_async_wait<0>();
+      __syncthreads();
+    }
+  }
   float inv_sum[Traits::kWarpMTiles][2];
   float lse[Traits::kWarpMTiles][2];
   // The epilogue's tile and warp role, re-derived (see fresh_thread_index).
