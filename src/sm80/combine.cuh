@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "sm80/fwd_params.hpp"
+#include "sm80/launch.hpp"
 #include "sm80/tile_io.hpp"
 
 namespace flashcore::sm80 {
@@ -54,6 +55,17 @@ __global__ void __launch_bounds__(kCombineThreads)
   const uint2 packed = make_uint2(pack2<Element>(out[0], out[1]), pack2<Element>(out[2], out[3]));
   *reinterpret_cast<uint2*>(o) = packed;
   if (col == 0 && p.lse != nullptr) p.lse[row_index] = lse;
+}
+
+// Launches the combine for the partials p describes (any backend that writes them in this layout).
+template <typename Element>
+cudaError_t launch_combine(const FwdParams& p, int head_dim, cudaStream_t stream) {
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q;
+  const int64_t vectors = rows * (head_dim / kCombineVector);
+  LaunchShape shape;
+  shape.grid = dim3(static_cast<unsigned>((vectors + kCombineThreads - 1) / kCombineThreads));
+  shape.threads = kCombineThreads;
+  return launch_kernel(combine_kernel<Element>, shape, stream, p, head_dim);
 }
 
 }  // namespace flashcore::sm80

@@ -6,6 +6,7 @@
 
 #include "api/backend_registry.hpp"
 #include "api/validate.hpp"
+#include "common/query_view.hpp"
 #include "sm80/combine.cuh"
 #include "sm80/fwd_kernel.cuh"
 #include "sm80/fwd_params.hpp"
@@ -67,16 +68,7 @@ bool with_traits(DType dtype, int64_t head_dim, Fn&& fn) {
                                   : with_head_dim<__nv_bfloat16>(head_dim, fn);
 }
 
-// A side of the window beyond this many keys is the same as unbounded; clamping keeps int math.
-int clamp_window(int64_t side, int64_t unbounded_at) {
-  return side < 0 ? -1 : static_cast<int>(std::min(side, unbounded_at));
-}
-
-// The problem as the kernel indexes it. Decode with GQA (one query row, no left window) packs the
-// group's query heads into the row dimension, as FlashAttention-2 does: query head kv*G + j becomes
-// row j of kv head kv, so one CTA reads each K/V tile once for the whole group instead of G times.
-// With Sq == 1 the bottom-right causal/right window lets row 0 see every key, so the packed rows
-// need no mask; a left window depends on the row and disables packing.
+// The problem as the kernel indexes it (GQA packing for decode: common/query_view.hpp).
 FwdParams kernel_view(const Problem& problem) {
   const AttentionParams& a = problem.params;
   FwdParams p{};
@@ -97,22 +89,13 @@ FwdParams kernel_view(const Problem& problem) {
   p.prescale = problem.softcap.cap > 0.f || !(p.scale_log2 > 0.f);
   p.exp_factor = p.prescale ? 1.f : p.scale_log2;
 
-  const int64_t group = problem.group();
-  if (a.seqlen_q == 1 && group > 1 && problem.mask.left < 0) {
-    p.heads = static_cast<int>(a.heads_kv);
-    p.kv_group = 1;
-    p.seqlen_q = static_cast<int>(group);
-    p.q_seq = a.q.strides.head, p.q_head = a.q.strides.head * group;
-    p.o_seq = a.o.strides.head, p.o_head = a.o.strides.head * group;
-    // LSE [B, Hq, 1] is already [B, Hkv, G] contiguous.
-    p.mask = WindowMask<int>{p.seqlen_q, p.seqlen_k, -1, -1};
-  } else {
-    p.heads = static_cast<int>(a.heads_q);
-    p.kv_group = static_cast<int>(group);
-    p.seqlen_q = static_cast<int>(a.seqlen_q);
-    p.mask = WindowMask<int>{p.seqlen_q, p.seqlen_k, clamp_window(problem.mask.left, a.seqlen_k),
-                             clamp_window(problem.mask.right, a.seqlen_q)};
-  }
+  const QueryView view = query_view(problem);
+  p.heads = view.heads;
+  p.kv_group = view.kv_group;
+  p.seqlen_q = view.seqlen_q;
+  p.q_seq = view.q_seq, p.q_head = view.q_head;
+  p.o_seq = view.o_seq, p.o_head = view.o_head;
+  p.mask = view.mask;
   p.kv_group_divisor = sm80::FastDivisor::of(p.kv_group);
   return p;
 }
@@ -283,14 +266,8 @@ Status launch_with(const Problem& problem, const cudaDeviceProp& device, void* w
   if (Status s = launch_status(launched, "sm80 fwd_kernel"); !s.ok()) return s;
 
   if (p.num_splits > 1) {
-    const int64_t vectors = kernel_rows(p) * (Traits::kHeadDim / sm80::kCombineVector);
-    sm80::LaunchShape shape;
-    shape.grid = dim3(
-        static_cast<unsigned>((vectors + sm80::kCombineThreads - 1) / sm80::kCombineThreads));
-    shape.threads = sm80::kCombineThreads;
-    return launch_status(
-        sm80::launch_kernel(sm80::combine_kernel<Element>, shape, stream, p, Traits::kHeadDim),
-        "sm80 combine_kernel");
+    return launch_status(sm80::launch_combine<Element>(p, Traits::kHeadDim, stream),
+                         "sm80 combine_kernel");
   }
   return Status::Ok();
 }

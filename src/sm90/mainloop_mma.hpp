@@ -154,6 +154,19 @@ struct MainloopMma {
       return !a.mask.tile_fully_visible(wg_row0, wg_row0 + kRowsPerWarpgroup, key0, key0 + kBlockN);
     };
     float correction[1][2];  // of the last softmax update, for O before the next P V
+    auto release_k = [&] {
+      pipeline_k.consumer_release(read_k);
+      ++read_k;
+    };
+    auto release_v = [&] {
+      pipeline_v.consumer_release(read_v);
+      ++read_v;
+    };
+    // S of n_block (retired) -> probabilities in S's registers, row max/sum, O's correction.
+    auto softmax_step = [&](int n_block) {
+      prepare_scores(a, tSrS, coords, tile_row0, n_block * kBlockN, needs_mask(n_block));
+      softmax.update_scores(as_scores(tSrS.data()), a.exp_factor, correction);
+    };
 
     // First block: nothing to overlap with yet.
     int n_block = range.end - 1;
@@ -162,10 +175,8 @@ struct MainloopMma {
     issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
     pass_turn();
     warpgroup_wait<0>();
-    pipeline_k.consumer_release(read_k);
-    ++read_k;
-    prepare_scores(a, tSrS, coords, tile_row0, n_block * kBlockN, needs_mask(n_block));
-    softmax.update_scores(as_scores(tSrS.data()), a.exp_factor, correction);
+    release_k();
+    softmax_step(n_block);
     convert_probabilities(tSrS, tOrP);
     clear(tOrO);
 
@@ -181,13 +192,10 @@ struct MainloopMma {
         issue_gemm</*kZeroInit=*/false>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
         pass_turn();
         warpgroup_wait<1>();  // S of this block; P V of the previous one may still run
-        pipeline_k.consumer_release(read_k);
-        ++read_k;
-        prepare_scores(a, tSrS, coords, tile_row0, n_block * kBlockN, needs_mask(n_block));
-        softmax.update_scores(as_scores(tSrS.data()), a.exp_factor, correction);
+        release_k();
+        softmax_step(n_block);
         warpgroup_wait<0>();
-        pipeline_v.consumer_release(read_v);
-        ++read_v;
+        release_v();
         convert_probabilities(tSrS, tOrP);
       } else {
         // The previous block's P V first, then this block's S, one after the other.
@@ -196,16 +204,13 @@ struct MainloopMma {
         issue_gemm</*kZeroInit=*/false>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
         pass_turn();
         warpgroup_wait<0>();
-        pipeline_v.consumer_release(read_v);
-        ++read_v;
+        release_v();
         wait_turn();
         issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
         pass_turn();
         warpgroup_wait<0>();
-        pipeline_k.consumer_release(read_k);
-        ++read_k;
-        prepare_scores(a, tSrS, coords, tile_row0, n_block * kBlockN, needs_mask(n_block));
-        softmax.update_scores(as_scores(tSrS.data()), a.exp_factor, correction);
+        release_k();
+        softmax_step(n_block);
         Softmax::rescale(as_out(tOrO.data()), correction);
         convert_probabilities(tSrS, tOrP);
       }
@@ -218,8 +223,7 @@ struct MainloopMma {
     issue_gemm</*kZeroInit=*/false>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
     pass_turn();
     warpgroup_wait<0>();
-    pipeline_v.consumer_release(read_v);
-    ++read_v;
+    release_v();
   }
 };
 

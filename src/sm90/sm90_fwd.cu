@@ -9,8 +9,8 @@
 #include "api/backend_registry.hpp"
 #include "api/validate.hpp"
 #include "common/online_softmax.hpp"
+#include "common/query_view.hpp"
 #include "sm80/combine.cuh"
-#include "sm80/launch.hpp"
 #include "sm80/split_kv.hpp"
 #include "sm90/instantiations.hpp"
 #include "sm90/launch_args.hpp"
@@ -35,19 +35,13 @@ constexpr int64_t kSmsPerTileForSm80 = 2;
 // See plan(): masked problems with more query blocks per head than this get one CTA per tile.
 constexpr int kMaxPersistentMaskedMBlocks = 32;
 
-int clamp_window(int64_t side, int64_t unbounded_at) {
-  return side < 0 ? -1 : static_cast<int>(std::min(side, unbounded_at));
-}
-
 GmemInput gmem_input(const InputTensor& t, int64_t seqlen, int64_t heads) {
   return {t.data, static_cast<int>(seqlen), static_cast<int>(heads), t.strides.seq,
           t.strides.head, t.strides.batch};
 }
 
-// The problem as the kernel indexes it. Decode with GQA (one query row, no left window) packs the
-// group's query heads into the row dimension as the sm80 backend does (sm80_fwd.cu): query head
-// kv * G + j becomes row j of kv head kv, a strided view the Q TMA descriptor reads directly, so
-// one tile reads each K/V block once for the whole group.
+// The problem as the kernel indexes it. With GQA packing for decode (common/query_view.hpp) the
+// Q descriptor reads the packed rows through their strides directly.
 LaunchArgs kernel_view(const Problem& problem) {
   const AttentionParams& a = problem.params;
   LaunchArgs in{};
@@ -67,26 +61,14 @@ LaunchArgs kernel_view(const Problem& problem) {
   in.v = gmem_input(a.v, a.seqlen_k, a.heads_kv);
   in.bf16 = a.q.dtype == DType::kBFloat16;
 
-  const int64_t group = problem.group();
-  if (a.seqlen_q == 1 && group > 1 && problem.mask.left < 0) {
-    p.heads = static_cast<int>(a.heads_kv);
-    p.kv_group = 1;
-    p.seqlen_q = static_cast<int>(group);
-    in.q = {a.q.data, p.seqlen_q, p.heads, a.q.strides.head, a.q.strides.head * group,
-            a.q.strides.batch};
-    p.o_seq = a.o.strides.head;
-    p.o_head = a.o.strides.head * group;
-    p.mask = WindowMask<int>{p.seqlen_q, p.seqlen_k, -1, -1};
-  } else {
-    p.heads = static_cast<int>(a.heads_q);
-    p.kv_group = static_cast<int>(group);
-    p.seqlen_q = static_cast<int>(a.seqlen_q);
-    in.q = gmem_input(a.q, a.seqlen_q, a.heads_q);
-    p.o_seq = a.o.strides.seq;
-    p.o_head = a.o.strides.head;
-    p.mask = WindowMask<int>{p.seqlen_q, p.seqlen_k, clamp_window(problem.mask.left, a.seqlen_k),
-                             clamp_window(problem.mask.right, a.seqlen_q)};
-  }
+  const QueryView view = query_view(problem);
+  p.heads = view.heads;
+  p.kv_group = view.kv_group;
+  p.seqlen_q = view.seqlen_q;
+  p.o_seq = view.o_seq;
+  p.o_head = view.o_head;
+  p.mask = view.mask;
+  in.q = {a.q.data, view.seqlen_q, view.heads, view.q_seq, view.q_head, a.q.strides.batch};
   return in;
 }
 
@@ -244,16 +226,9 @@ Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream)
   combine.num_splits = p.num_splits;
   combine.o_partial = p.o_partial;
   combine.lse_partial = p.lse_partial;
-  const int64_t vectors = kernel_rows(p) * (p.head_dim / sm80::kCombineVector);
-  sm80::LaunchShape shape;
-  shape.grid =
-      dim3(static_cast<unsigned>((vectors + sm80::kCombineThreads - 1) / sm80::kCombineThreads));
-  shape.threads = sm80::kCombineThreads;
   const cudaError_t combined =
-      in.bf16 ? sm80::launch_kernel(sm80::combine_kernel<__nv_bfloat16>, shape, stream, combine,
-                                    p.head_dim)
-              : sm80::launch_kernel(sm80::combine_kernel<__half>, shape, stream, combine,
-                                    p.head_dim);
+      in.bf16 ? sm80::launch_combine<__nv_bfloat16>(combine, p.head_dim, stream)
+              : sm80::launch_combine<__half>(combine, p.head_dim, stream);
   return launch_status(combined, "sm90 combine_kernel");
 #endif
 }

@@ -7,31 +7,10 @@
 
 #include "flashcore/attention.hpp"
 #include "flashcore/flashcore.h"
-#include "reference/gpu_oracle.hpp"
 #include "tests/support/attention_case.hpp"
 
 namespace flashcore::testing {
 namespace {
-
-struct OracleOutput {
-  std::vector<double> o;
-  std::vector<double> lse;
-};
-
-OracleOutput run_oracle(const CaseData& data) {
-  const AttentionCase& c = data.spec();
-  const size_t o_elements = static_cast<size_t>(c.batch * c.seqlen_q * c.heads_q * c.head_dim);
-  const size_t rows = static_cast<size_t>(c.batch * c.heads_q * c.seqlen_q);
-  DeviceBuffer o(o_elements * sizeof(float)), lse(rows * sizeof(float));
-  const Status s = reference::gpu_oracle(data.params(Backend::kAuto), static_cast<float*>(o.get()),
-                                         static_cast<float*>(lse.get()), nullptr);
-  EXPECT_TRUE(s.ok()) << s.message;
-  std::vector<float> o_host(o_elements), lse_host(rows);
-  EXPECT_EQ(cudaMemcpy(o_host.data(), o.get(), o.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(lse_host.data(), lse.get(), lse.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
-  return {std::vector<double>(o_host.begin(), o_host.end()),
-          std::vector<double>(lse_host.begin(), lse_host.end())};
-}
 
 class OracleTest : public ::testing::TestWithParam<AttentionCase> {};
 

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "flashcore/attention.hpp"
-#include "reference/gpu_oracle.hpp"
 #include "tests/support/attention_case.hpp"
 
 namespace flashcore::testing {
@@ -88,17 +87,8 @@ TEST_P(Sm90SchedulerTest, MatchesOracle) {
   CaseData data(c);
   SCOPED_TRACE("seed " + std::to_string(data.seed()));
   FLASHCORE_REQUIRE_GPU();
-  const size_t o_elements = static_cast<size_t>(c.batch * c.seqlen_q * c.heads_q * c.head_dim);
-  const size_t rows = static_cast<size_t>(c.batch * c.heads_q * c.seqlen_q);
-  DeviceBuffer o(o_elements * sizeof(float)), lse(rows * sizeof(float));
-  const Status s = reference::gpu_oracle(data.params(Backend::kAuto), static_cast<float*>(o.get()),
-                                         static_cast<float*>(lse.get()), nullptr);
-  ASSERT_TRUE(s.ok()) << s.message;
-  std::vector<float> o_host(o_elements), lse_host(rows);
-  CUDA_ASSERT_OK(cudaMemcpy(o_host.data(), o.get(), o.bytes(), cudaMemcpyDeviceToHost));
-  CUDA_ASSERT_OK(cudaMemcpy(lse_host.data(), lse.get(), lse.bytes(), cudaMemcpyDeviceToHost));
-  expect_matches(c, data, std::vector<double>(o_host.begin(), o_host.end()),
-                 std::vector<double>(lse_host.begin(), lse_host.end()), /*num_splits=*/0);
+  const OracleOutput oracle = run_oracle(data);
+  expect_matches(c, data, oracle.o, oracle.lse, /*num_splits=*/0);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "reference/cpu_reference.hpp"
+#include "reference/gpu_oracle.hpp"
 
 namespace flashcore::testing {
 namespace {
@@ -255,5 +256,20 @@ Errors compare(const AttentionCase& c, const std::vector<double>& o, const std::
 }
 
 double tolerance(DType dtype) { return dtype == DType::kFloat16 ? 5e-3 : 1e-2; }
+
+OracleOutput run_oracle(const CaseData& data) {
+  const AttentionCase& c = data.spec();
+  const size_t o_elements = static_cast<size_t>(c.batch * c.seqlen_q * c.heads_q * c.head_dim);
+  const size_t rows = static_cast<size_t>(c.batch * c.heads_q * c.seqlen_q);
+  DeviceBuffer o(o_elements * sizeof(float)), lse(rows * sizeof(float));
+  const Status s = reference::gpu_oracle(data.params(Backend::kAuto), static_cast<float*>(o.get()),
+                                         static_cast<float*>(lse.get()), nullptr);
+  EXPECT_TRUE(s.ok()) << s.message;
+  std::vector<float> o_host(o_elements), lse_host(rows);
+  EXPECT_EQ(cudaMemcpy(o_host.data(), o.get(), o.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(lse_host.data(), lse.get(), lse.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  return {std::vector<double>(o_host.begin(), o_host.end()),
+          std::vector<double>(lse_host.begin(), lse_host.end())};
+}
 
 }  // namespace flashcore::testing

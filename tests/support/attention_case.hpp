@@ -125,6 +125,14 @@ struct Errors {
 Errors compare(const AttentionCase& c, const std::vector<double>& o, const std::vector<double>& ref_o,
                const std::vector<float>* lse, const std::vector<double>& ref_lse);
 
+// The fp32 GPU oracle's O and LSE for a case, for shapes too large for the CPU reference. Failures
+// are reported as test failures (EXPECT).
+struct OracleOutput {
+  std::vector<double> o;
+  std::vector<double> lse;
+};
+OracleOutput run_oracle(const CaseData& data);
+
 double tolerance(DType dtype);  // relative L2: 5e-3 fp16, 1e-2 bf16
 constexpr double kLseTolerance = 1e-2;
 
