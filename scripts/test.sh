@@ -19,6 +19,9 @@ if grep -q "GPU test skipped" "$log" 2>/dev/null; then
 fi
 [ $status -eq 0 ] || exit $status
 
+# An embedding project's view: examples/cpp through find_package and through add_subdirectory.
+scripts/test_consumer.sh "build/$preset"
+
 # The C++ build above already compiled every kernel for sm_80 and sm_90a; the Python build
 # compiles them again, so here for sm_90a only unless the caller asks otherwise.
 FLASHCORE_CUDA_ARCHITECTURES="${FLASHCORE_CUDA_ARCHITECTURES:-90a}" scripts/test_python.sh
