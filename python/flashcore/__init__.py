@@ -59,10 +59,11 @@ def attention(
     softmax_scale (None = 1/sqrt(head_dim)) mean what they mean in flash_attn_func.
     return_lse: also return the log-sum-exp, float32 [batch, heads_q, seqlen_q].
     backend: "auto" or one of providers().
-    num_splits: split-KV count of the tensor-core kernel (sm80): 0 picks one from the SM count and
-    the sizes, 1 turns splitting off, n > 1 splits the keys across n CTAs per query tile.
-    tile: that kernel's CTA tile, "auto", "large", "small" (32-row CTAs whose warps split the
-    keys; auto takes it when the large tile's grid leaves SMs idle) or "warpgroup" (Hopper, head
+    num_splits: split-KV count of the tensor-core kernels (sm90, sm80): 0 picks one from the SM
+    count and the sizes, 1 turns splitting off, n > 1 splits the keys across n CTAs per query tile.
+    tile: the sm80 kernel's CTA tile (any but "auto" leaves auto to sm80), "auto", "large",
+    "small" (32-row CTAs whose warps split the keys; auto takes it when the large tile's grid
+    leaves SMs idle) or "warpgroup" (Hopper, head
     dim 64: 64-row CTAs of wgmma warpgroups that split the keys; auto takes it instead of the
     small tile once that one's grid is past one wave) or "warpgroup-pair" (Hopper, head dim 64:
     one-warpgroup CTAs in clusters of two that split the keys; auto takes it once the warpgroup

@@ -40,7 +40,7 @@ struct Epilogue {
   template <typename TensorO, typename TiledMma>
   __device__ static void store(const FwdArgs& a, const Tile& tile, int warpgroup, int thread,
                                const TensorO& tOrO, const OnlineSoftmax<1>& softmax,
-                               const TiledMma& thr_pv_mma, Element* o_smem) {
+                               const TiledMma& tiled_pv, Element* o_smem) {
     thread = thread_index_here();
     float inv_sum[1][2], lse[1][2];
     softmax.finalize</*kFast=*/false>(a.exp_factor, inv_sum, lse);
@@ -85,7 +85,7 @@ struct Epilogue {
     for (int i = 0; i < size(tOrO); ++i) {
       tOrOut(i) = static_cast<Element>(tOrO(i) * inv_sum[0][half_of(i)]);
     }
-    auto stage_copy = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, thr_pv_mma);
+    auto stage_copy = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, tiled_pv);
     auto stage_thr = stage_copy.get_thread_slice(thread);
     copy(stage_copy, stage_thr.retile_S(tOrOut), stage_thr.partition_D(sO));
     if (a.lse != nullptr) {

@@ -4,7 +4,7 @@
 
 #include <cutlass/arch/barrier.h>
 
-#include "sm90/kernel_traits.hpp"
+#include "sm90/tile_table.hpp"
 
 namespace flashcore::sm90 {
 
