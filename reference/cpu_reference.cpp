@@ -1,8 +1,8 @@
 #include "reference/cpu_reference.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <limits>
 #include <thread>
 
@@ -11,8 +11,8 @@
 namespace flashcore::reference {
 
 void cpu_attention(const AttentionParams& params, const std::vector<double>& q,
-                   const std::vector<double>& k, const std::vector<double>& v, std::vector<double>* o,
-                   std::vector<double>* lse) {
+                   const std::vector<double>& k, const std::vector<double>& v,
+                   std::vector<double>* o, std::vector<double>* lse) {
   const detail::Problem problem = detail::make_problem(params);
   const int64_t B = params.batch, Sq = params.seqlen_q, Sk = params.seqlen_k;
   const int64_t Hq = params.heads_q, Hkv = params.heads_kv, D = params.head_dim;

@@ -12,7 +12,7 @@ namespace flashcore::reference {
 // arrays in contiguous BSHD order; o is written [B, Sq, Hq, D] and lse [B, Hq, Sq]. A fully masked
 // row gets o = 0 and lse = -inf.
 void cpu_attention(const AttentionParams& params, const std::vector<double>& q,
-                   const std::vector<double>& k, const std::vector<double>& v, std::vector<double>* o,
-                   std::vector<double>* lse);
+                   const std::vector<double>& k, const std::vector<double>& v,
+                   std::vector<double>* o, std::vector<double>* lse);
 
 }  // namespace flashcore::reference

@@ -1,11 +1,10 @@
 // Embeds flashcore: describes one attention problem, asks whether it can run here, and runs it
 // when there is a GPU. Without one, can_implement() reports kNoDevice and the program says so.
-#include <flashcore/attention.hpp>
-
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <flashcore/attention.hpp>
 
 int main() {
   constexpr int64_t kBatch = 1, kSeq = 256, kHeads = 4, kHeadDim = 64;

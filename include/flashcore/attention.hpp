@@ -105,7 +105,8 @@ struct AttentionParams {
   int64_t seqlen_q = 0;
   int64_t seqlen_k = 0;
   int64_t heads_q = 0;
-  int64_t heads_kv = 0;  // heads_q % heads_kv == 0 (GQA/MQA); query head h reads kv head h / (heads_q / heads_kv)
+  int64_t heads_kv =
+      0;  // heads_q % heads_kv == 0 (GQA/MQA); query head h reads kv head h / (heads_q / heads_kv)
   int64_t head_dim = 0;
 
   // Q, K, V and O share one dtype, fp16 or bf16; accumulation is always fp32.
@@ -114,8 +115,9 @@ struct AttentionParams {
   float* lse = nullptr;  // optional [B, Hq, Sq]; fully masked rows get -inf
 
   float softmax_scale = 0.f;  // 0 means 1/sqrt(head_dim)
-  // Query i sees key j when i + Sk - Sq - window_left <= j <= i + Sk - Sq + window_right (bottom-right
-  // aligned, as FlashAttention >= 2.1). -1 leaves that side unbounded. causal forces window_right = 0.
+  // Query i sees key j when i + Sk - Sq - window_left <= j <= i + Sk - Sq + window_right
+  // (bottom-right aligned, as FlashAttention >= 2.1). -1 leaves that side unbounded. causal forces
+  // window_right = 0.
   bool causal = false;
   int64_t window_left = kUnboundedWindow;
   int64_t window_right = kUnboundedWindow;

@@ -41,10 +41,10 @@ typedef struct {
   float softcap;                     /* 0: off */
   const char* backend;               /* NULL or "auto", or a provider name such as "scalar" */
   int num_splits;                    /* split-KV: 0 heuristic, 1 off, n forced */
-  int tile;                          /* CTA tile (sm80): 0 auto, 1 large, 2 small, 3 warpgroup, 4 warpgroup pair */
-  int enable_pdl;                    /* programmatic dependent launch where it applies (sm_90+): 1 (init) or 0 */
-  void* stream;                      /* cudaStream_t; NULL is the legacy default stream */
-  void* workspace;                   /* optional; NULL lets the call allocate what it needs */
+  int tile;        /* CTA tile (sm80): 0 auto, 1 large, 2 small, 3 warpgroup, 4 warpgroup pair */
+  int enable_pdl;  /* programmatic dependent launch where it applies (sm_90+): 1 (init) or 0 */
+  void* stream;    /* cudaStream_t; NULL is the legacy default stream */
+  void* workspace; /* optional; NULL lets the call allocate what it needs */
   size_t workspace_bytes;
 } flashcore_attention_params;
 
@@ -53,7 +53,8 @@ void flashcore_attention_params_init(flashcore_attention_params* params);
 
 /* Validates, then launches on params->stream. On success *provider (if not NULL) names the kernel
  * that ran. On failure nothing was launched and flashcore_last_error() says why. */
-flashcore_status flashcore_attention(const flashcore_attention_params* params, const char** provider);
+flashcore_status flashcore_attention(const flashcore_attention_params* params,
+                                     const char** provider);
 
 /* The message of this thread's last failed call, or "" after a success. */
 const char* flashcore_last_error(void);

@@ -46,7 +46,9 @@ struct WindowMask {
   }
   // Keys that any of the rows [row_begin, row_end) can see; first_key and end_key grow with the
   // row, so the union is [first_key(row_begin), end_key(row_end - 1)).
-  FLASHCORE_HOST_DEVICE Index block_first_key(Index row_begin) const { return first_key(row_begin); }
+  FLASHCORE_HOST_DEVICE Index block_first_key(Index row_begin) const {
+    return first_key(row_begin);
+  }
   FLASHCORE_HOST_DEVICE Index block_end_key(Index row_end) const { return end_key(row_end - 1); }
   // True when every (row, key) of the tile is visible, so the element mask can be skipped.
   FLASHCORE_HOST_DEVICE bool tile_fully_visible(Index row_begin, Index row_end, Index key_begin,
@@ -64,9 +66,7 @@ struct Softcap {
     return cap > 0.f ? cap * tanhf(score / cap) : score;
   }
 #if !defined(__CUDA_ARCH__)
-  double operator()(double score) const {
-    return cap > 0.f ? cap * std::tanh(score / cap) : score;
-  }
+  double operator()(double score) const { return cap > 0.f ? cap * std::tanh(score / cap) : score; }
 #endif
 };
 

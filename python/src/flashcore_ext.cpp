@@ -23,7 +23,7 @@ using namespace nb::literals;
 
 namespace {
 
-using Array = nb::ndarray<nb::ro>;        // inputs may be read-only views
+using Array = nb::ndarray<nb::ro>;  // inputs may be read-only views
 using MutableArray = nb::ndarray<>;
 
 std::string device_name(int device_type, int device_id) {
@@ -84,8 +84,8 @@ std::string shape_string(const A& a) {
 template <typename A>
 void check_rank(const char* name, const A& a, size_t rank, const char* layout) {
   if (a.ndim() != rank) {
-    throw nb::value_error((std::string(name) + " is " + std::to_string(a.ndim()) + "-D; it must be " +
-                           std::to_string(rank) + "-D " + layout)
+    throw nb::value_error((std::string(name) + " is " + std::to_string(a.ndim()) +
+                           "-D; it must be " + std::to_string(rank) + "-D " + layout)
                               .c_str());
   }
 }
@@ -94,10 +94,10 @@ void check_rank(const char* name, const A& a, size_t rank, const char* layout) {
 template <typename A>
 void check_device(const char* name, const A& a, int device) {
   if (!is_cuda(a.device_type())) {
-    throw nb::value_error((std::string(name) + " is on " + device_name(a.device_type(), a.device_id()) +
-                           "; flashcore runs on CUDA arrays: move it to the GPU (e.g. " + name +
-                           ".cuda())")
-                              .c_str());
+    throw nb::value_error(
+        (std::string(name) + " is on " + device_name(a.device_type(), a.device_id()) +
+         "; flashcore runs on CUDA arrays: move it to the GPU (e.g. " + name + ".cuda())")
+            .c_str());
   }
   if (a.device_id() != device) {
     throw nb::value_error((std::string(name) + " is on cuda:" + std::to_string(a.device_id()) +
@@ -111,7 +111,8 @@ void check_device(const char* name, const A& a, int device) {
 template <typename A>
 void check_last_dim_contiguous(const char* name, const A& a) {
   if (a.shape(3) > 1 && a.stride(3) != 1) {
-    throw nb::value_error((std::string(name) + " has last-dim stride " + std::to_string(a.stride(3)) +
+    throw nb::value_error((std::string(name) + " has last-dim stride " +
+                           std::to_string(a.stride(3)) +
                            "; the head dim must be contiguous (stride 1): make it contiguous")
                               .c_str());
   }
@@ -129,7 +130,8 @@ flashcore::Strides strides_of(const A& a) {
 
 std::vector<std::string> provider_names() {
   std::vector<std::string> names;
-  for (flashcore::Backend backend : flashcore::backends()) names.emplace_back(flashcore::backend_name(backend));
+  for (flashcore::Backend backend : flashcore::backends())
+    names.emplace_back(flashcore::backend_name(backend));
   return names;
 }
 
@@ -196,11 +198,12 @@ flashcore::TileShape tile_from(const std::string& name) {
 // argument (before anything is launched) and RuntimeError for CUDA failures.
 // Checks what only the array objects know and builds the params (device current = *device).
 flashcore::AttentionParams make_params(const Array& q, const Array& k, const Array& v,
-                                       const MutableArray& out, const std::optional<MutableArray>& lse,
-                                       float softmax_scale, bool causal, int64_t window_left,
-                                       int64_t window_right, float softcap, const std::string& backend,
-                                       int64_t num_splits, const std::string& tile,
-                                       bool enable_pdl, std::uintptr_t stream, int* device_out) {
+                                       const MutableArray& out,
+                                       const std::optional<MutableArray>& lse, float softmax_scale,
+                                       bool causal, int64_t window_left, int64_t window_right,
+                                       float softcap, const std::string& backend,
+                                       int64_t num_splits, const std::string& tile, bool enable_pdl,
+                                       std::uintptr_t stream, int* device_out) {
   const flashcore::Backend chosen = backend_from(backend);
   const flashcore::TileShape tile_shape = tile_from(tile);
   if (num_splits < 0 || num_splits > std::numeric_limits<int>::max()) {
@@ -208,7 +211,8 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
                            "; use 0 (heuristic), 1 (off) or a split count")
                               .c_str());
   }
-  constexpr const char* kLayout = "[batch, seqlen, heads, head_dim] (BSHD; pass BHSD through strides)";
+  constexpr const char* kLayout =
+      "[batch, seqlen, heads, head_dim] (BSHD; pass BHSD through strides)";
   check_rank("q", q, 4, kLayout);
   check_rank("k", k, 4, kLayout);
   check_rank("v", v, 4, kLayout);
@@ -217,9 +221,10 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
   const nb::dlpack::dtype dtype = q.dtype();
   const bool fp16 = is_dtype(dtype, nb::dlpack::dtype_code::Float, 16);
   if (!fp16 && !is_dtype(dtype, nb::dlpack::dtype_code::Bfloat, 16)) {
-    throw nb::type_error(("q has dtype " + dtype_name(dtype) +
-                          "; flashcore takes float16 or bfloat16 (cast with .half() or .bfloat16())")
-                             .c_str());
+    throw nb::type_error(
+        ("q has dtype " + dtype_name(dtype) +
+         "; flashcore takes float16 or bfloat16 (cast with .half() or .bfloat16())")
+            .c_str());
   }
   const std::pair<const char*, nb::dlpack::dtype> others[] = {
       {"k", k.dtype()}, {"v", v.dtype()}, {"out", out.dtype()}};
@@ -265,11 +270,12 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
     const MutableArray& l = *lse;
     check_rank("lse", l, 3, "[batch, heads_q, seqlen_q]");
     if (!is_dtype(l.dtype(), nb::dlpack::dtype_code::Float, 32)) {
-      throw nb::type_error(("lse has dtype " + dtype_name(l.dtype()) + "; it must be float32").c_str());
+      throw nb::type_error(
+          ("lse has dtype " + dtype_name(l.dtype()) + "; it must be float32").c_str());
     }
     if (dim(l, 0) != batch || dim(l, 1) != heads_q || dim(l, 2) != seqlen_q) {
-      mismatch("lse has shape " + shape_string(l) + "; it must be (" + std::to_string(batch) + ", " +
-               std::to_string(heads_q) + ", " + std::to_string(seqlen_q) +
+      mismatch("lse has shape " + shape_string(l) + "; it must be (" + std::to_string(batch) +
+               ", " + std::to_string(heads_q) + ", " + std::to_string(seqlen_q) +
                ") = [batch, heads_q, seqlen_q]");
     }
     const bool contiguous = (seqlen_q == 1 || l.stride(2) == 1) &&

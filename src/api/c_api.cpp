@@ -8,7 +8,8 @@
 namespace {
 
 static_assert(static_cast<int>(flashcore::StatusCode::kOk) == FLASHCORE_OK &&
-                  static_cast<int>(flashcore::StatusCode::kInvalidArgument) == FLASHCORE_INVALID_ARGUMENT &&
+                  static_cast<int>(flashcore::StatusCode::kInvalidArgument) ==
+                      FLASHCORE_INVALID_ARGUMENT &&
                   static_cast<int>(flashcore::StatusCode::kUnsupported) == FLASHCORE_UNSUPPORTED &&
                   static_cast<int>(flashcore::StatusCode::kNoDevice) == FLASHCORE_NO_DEVICE &&
                   static_cast<int>(flashcore::StatusCode::kCudaError) == FLASHCORE_CUDA_ERROR,
@@ -38,7 +39,8 @@ void flashcore_attention_params_init(flashcore_attention_params* params) {
 flashcore_status flashcore_attention(const flashcore_attention_params* c, const char** provider) {
   if (c == nullptr) return fail(FLASHCORE_INVALID_ARGUMENT, "params is null");
   if (c->dtype != FLASHCORE_FLOAT16 && c->dtype != FLASHCORE_BFLOAT16) {
-    return fail(FLASHCORE_INVALID_ARGUMENT, "dtype must be FLASHCORE_FLOAT16 or FLASHCORE_BFLOAT16");
+    return fail(FLASHCORE_INVALID_ARGUMENT,
+                "dtype must be FLASHCORE_FLOAT16 or FLASHCORE_BFLOAT16");
   }
   flashcore::AttentionParams p;
   const flashcore::DType dtype =
@@ -67,7 +69,8 @@ flashcore_status flashcore_attention(const flashcore_attention_params* c, const 
   p.workspace_bytes = c->workspace_bytes;
   if (c->backend != nullptr && !flashcore::parse_backend(c->backend, &p.backend)) {
     std::string names = "auto";
-    for (flashcore::Backend b : flashcore::backends()) names += std::string(", ") + flashcore::backend_name(b);
+    for (flashcore::Backend b : flashcore::backends())
+      names += std::string(", ") + flashcore::backend_name(b);
     return fail(FLASHCORE_INVALID_ARGUMENT,
                 std::string("unknown backend '") + c->backend + "'; use one of: " + names);
   }

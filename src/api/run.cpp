@@ -34,7 +34,8 @@ Choice choose(const AttentionParams& params) {
       return choice;
     }
     if (const char* why = entry->rejects(choice.problem, device); why[0] != '\0') {
-      choice.status = {StatusCode::kUnsupported, std::string("backend '") + entry->name + "' " + why};
+      choice.status = {StatusCode::kUnsupported,
+                       std::string("backend '") + entry->name + "' " + why};
       return choice;
     }
     choice.entry = entry;
@@ -55,7 +56,8 @@ Choice choose(const AttentionParams& params) {
     }
     reasons += std::string(reasons.empty() ? "" : "; ") + entries[i].name + ": " + why;
   }
-  choice.status = {StatusCode::kUnsupported, "no backend implements this problem (" + reasons + ")"};
+  choice.status = {StatusCode::kUnsupported,
+                   "no backend implements this problem (" + reasons + ")"};
   return choice;
 }
 
@@ -97,7 +99,8 @@ Status run(const AttentionParams& params, RunInfo* info) {
   if (owns_workspace) {
     const cudaError_t err = cudaFreeAsync(workspace, params.stream);
     if (status.ok() && err != cudaSuccess) {
-      status = {StatusCode::kCudaError, std::string("freeing workspace: ") + cudaGetErrorString(err)};
+      status = {StatusCode::kCudaError,
+                std::string("freeing workspace: ") + cudaGetErrorString(err)};
     }
   }
   if (status.ok() && info != nullptr) {

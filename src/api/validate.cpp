@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <mutex>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 #include "common/problem.hpp"
@@ -64,7 +64,8 @@ int64_t max_offset(const std::array<Extent, 4>& dims) {
 // Distinct indices must map to distinct addresses, or two threads write one element. Sorted by
 // stride, each dim's stride must clear the whole span of the dims below it.
 bool strides_do_not_overlap(std::array<Extent, 4> dims) {
-  std::sort(dims.begin(), dims.end(), [](const Extent& a, const Extent& b) { return a.stride < b.stride; });
+  std::sort(dims.begin(), dims.end(),
+            [](const Extent& a, const Extent& b) { return a.stride < b.stride; });
   int64_t span = 1;  // elements covered by the dims seen so far
   for (const Extent& e : dims) {
     if (e.size == 1) continue;
@@ -75,8 +76,8 @@ bool strides_do_not_overlap(std::array<Extent, 4> dims) {
 }
 
 Status check_tensor(const char* name, const void* data, DType dtype, DType expected_dtype,
-                    const Strides& s, int64_t batch, int64_t seqlen, int64_t heads, int64_t head_dim,
-                    bool is_output) {
+                    const Strides& s, int64_t batch, int64_t seqlen, int64_t heads,
+                    int64_t head_dim, bool is_output) {
   if (data == nullptr) return invalid(cat(name, " is null; pass a device pointer to its data"));
   if (dtype != expected_dtype) {
     return invalid(cat(name, " is ", dtype_name(dtype), " but q is ", dtype_name(expected_dtype),
@@ -92,25 +93,28 @@ Status check_tensor(const char* name, const void* data, DType dtype, DType expec
                                     {"dim", head_dim, 1}}};
   for (const Extent& e : dims) {
     if (e.stride < 0) {
-      return invalid(cat(name, " has negative ", e.name, " stride ", e.stride, "; strides must be >= 0"));
+      return invalid(
+          cat(name, " has negative ", e.name, " stride ", e.stride, "; strides must be >= 0"));
     }
     // The head dim itself is the contiguous one (stride 1); every other dim starts a row.
     const bool starts_rows = &e != &dims.back();
     if (starts_rows && e.size > 1 && e.stride % kAlignElements != 0) {
-      return invalid(cat(name, " ", e.name, " stride ", e.stride, " is not a multiple of ", kAlignElements,
-                         " elements; every row must start 16-byte aligned"));
+      return invalid(cat(name, " ", e.name, " stride ", e.stride, " is not a multiple of ",
+                         kAlignElements, " elements; every row must start 16-byte aligned"));
     }
   }
   if (reinterpret_cast<uintptr_t>(data) % kAlignBytes != 0) {
-    return invalid(cat(name, " pointer is not 16-byte aligned; allocate with cudaMalloc or offset by a "
-                             "multiple of 8 elements"));
+    return invalid(cat(name,
+                       " pointer is not 16-byte aligned; allocate with cudaMalloc or offset by a "
+                       "multiple of 8 elements"));
   }
   if (max_offset(dims) < 0) {
     return invalid(cat(name, " sizes and strides overflow a 64-bit offset"));
   }
   if (is_output && !strides_do_not_overlap(dims)) {
-    return invalid(cat(name, " strides make distinct elements overlap; the output needs a distinct "
-                             "address per element"));
+    return invalid(cat(name,
+                       " strides make distinct elements overlap; the output needs a distinct "
+                       "address per element"));
   }
   return Status::Ok();
 }
@@ -139,9 +143,11 @@ Status current_device_properties(cudaDeviceProp* properties) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
     cudaGetLastError();
-    return {StatusCode::kNoDevice, "no CUDA device: flashcore needs an NVIDIA GPU (sm_80 or newer)"};
+    return {StatusCode::kNoDevice,
+            "no CUDA device: flashcore needs an NVIDIA GPU (sm_80 or newer)"};
   }
-  std::call_once(queried[device], [&] { query_error[device] = cudaGetDeviceProperties(&cache[device], device); });
+  std::call_once(queried[device],
+                 [&] { query_error[device] = cudaGetDeviceProperties(&cache[device], device); });
   if (query_error[device] != cudaSuccess) {
     cudaGetLastError();
     return {StatusCode::kNoDevice, cat("cannot query CUDA device ", device, ": ",
@@ -208,7 +214,8 @@ Status validate_arguments(const AttentionParams& p) {
                        ") is out of range; each side must be >= 0, or -1 for unbounded"));
   }
   if (p.num_splits < 0) {
-    return invalid(cat("num_splits is ", p.num_splits, "; use 0 (heuristic), 1 (off) or a split count"));
+    return invalid(
+        cat("num_splits is ", p.num_splits, "; use 0 (heuristic), 1 (off) or a split count"));
   }
   if (p.tile != TileShape::kAuto && p.tile != TileShape::kLarge && p.tile != TileShape::kSmall &&
       p.tile != TileShape::kWarpgroup && p.tile != TileShape::kWarpgroupPair) {
@@ -229,7 +236,9 @@ Status validate_device(const AttentionParams& p, cudaDeviceProp* properties) {
                                           properties->minor, "; flashcore needs sm_80 or newer")};
   }
   for (const auto& [name, data] : {std::pair<const char*, const void*>{"q", p.q.data},
-                                   {"k", p.k.data}, {"v", p.v.data}, {"o", p.o.data},
+                                   {"k", p.k.data},
+                                   {"v", p.v.data},
+                                   {"o", p.o.data},
                                    {"lse", p.lse}}) {
     if (data == nullptr) continue;  // lse is optional; the others were checked already
     if (Status s = check_device_pointer(name, data); !s.ok()) return s;

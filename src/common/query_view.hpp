@@ -35,15 +35,23 @@ inline QueryView query_view(const Problem& problem) {
   const int seqlen_k = static_cast<int>(a.seqlen_k);
   if (a.seqlen_q == 1 && group > 1 && problem.mask.left < 0) {
     const int rows = static_cast<int>(group);
-    return {static_cast<int>(a.heads_kv), 1, rows,
-            a.q.strides.head, a.q.strides.head * group,
-            a.o.strides.head, a.o.strides.head * group,
+    return {static_cast<int>(a.heads_kv),
+            1,
+            rows,
+            a.q.strides.head,
+            a.q.strides.head * group,
+            a.o.strides.head,
+            a.o.strides.head * group,
             WindowMask<int>{rows, seqlen_k, -1, -1}};
   }
   const int seqlen_q = static_cast<int>(a.seqlen_q);
-  return {static_cast<int>(a.heads_q), static_cast<int>(group), seqlen_q,
-          a.q.strides.seq, a.q.strides.head,
-          a.o.strides.seq, a.o.strides.head,
+  return {static_cast<int>(a.heads_q),
+          static_cast<int>(group),
+          seqlen_q,
+          a.q.strides.seq,
+          a.q.strides.head,
+          a.o.strides.seq,
+          a.o.strides.head,
           WindowMask<int>{seqlen_q, seqlen_k, clamp_window(problem.mask.left, a.seqlen_k),
                           clamp_window(problem.mask.right, a.seqlen_q)}};
 }

@@ -8,12 +8,11 @@
 #pragma once
 
 #include <cstdint>
-
 #include <cute/arch/cluster_sm90.hpp>
 #include <cute/arch/util.hpp>
 
-#include "sm80/kernel_traits.hpp"
 #include "common/online_softmax.hpp"
+#include "sm80/kernel_traits.hpp"
 #include "sm80/warpgroup_mma.hpp"
 
 namespace flashcore::sm80 {

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "common/online_softmax.hpp"
 #include "sm80/cluster_pair_merge.hpp"
 #include "sm80/dependent_launch.hpp"
 #include "sm80/epilogue.hpp"
@@ -25,7 +26,6 @@
 #include "sm80/key_group_merge.hpp"
 #include "sm80/launch.hpp"
 #include "sm80/mainloop.hpp"
-#include "common/online_softmax.hpp"
 #include "sm80/tile_io.hpp"
 #include "sm80/tile_scheduler.hpp"
 #include "sm80/warpgroup_mma.hpp"
@@ -72,9 +72,9 @@ template <typename Traits>
 __device__ __forceinline__ TileAddresses<typename Traits::Element> tile_addresses(
     const FwdParams& p, const OutputTile& tile) {
   using Element = typename Traits::Element;
-  const int kv_head = Traits::kSmallGrid     ? p.kv_group_divisor.divide(tile.head)
-                      : p.kv_group == 1      ? tile.head
-                                             : tile.head / p.kv_group;
+  const int kv_head = Traits::kSmallGrid ? p.kv_group_divisor.divide(tile.head)
+                      : p.kv_group == 1  ? tile.head
+                                         : tile.head / p.kv_group;
   return {static_cast<const Element*>(p.q) + tile.batch * p.q_batch + tile.head * p.q_head +
               tile.row_begin * p.q_seq,
           static_cast<const Element*>(p.k) + tile.batch * p.k_batch + kv_head * p.k_head,
@@ -132,8 +132,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   // A warp whose rows are all past seqlen_q (short Sq, e.g. decode) only helps load. A wgmma
   // needs its whole warpgroup, so there every warp computes (rows past the end are zero-filled
   // Q, finite, and never stored).
-  const bool warp_has_rows =
-      Traits::kWarpgroupMma || tile.row_begin + warp_row0 < tile.row_end;
+  const bool warp_has_rows = Traits::kWarpgroupMma || tile.row_begin + warp_row0 < tile.row_end;
   float o[Traits::kWarpMTiles][Traits::kOutNTiles][4];
 #pragma unroll
   for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
@@ -299,8 +298,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   } else {
     if (!warp_has_rows) return;
     softmax.finalize</*kFast=*/false>(p.exp_factor, inv_sum, lse);
-    store_output<Traits, Traits::kOutNTiles>(p, out_tile, q_smem, out_role.row_warp,
-                                             out_role.lane, 0, o, inv_sum, lse, true);
+    store_output<Traits, Traits::kOutNTiles>(p, out_tile, q_smem, out_role.row_warp, out_role.lane,
+                                             0, o, inv_sum, lse, true);
   }
 }
 

@@ -5,9 +5,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <type_traits>
-
 #include <cute/arch/mma_sm80.hpp>
+#include <type_traits>
 
 namespace flashcore::sm80 {
 

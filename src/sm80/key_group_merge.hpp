@@ -6,12 +6,13 @@
 // Every warp of the CTA takes part: warp (row_warp, key_group) merges and then stores only its
 // share of the columns, n8 tiles [key_group * kMergeNTiles, +kMergeNTiles). On the launch-bound
 // small grids this tail is on the critical path; one warp per row tile folding in every other
-// group and storing all columns made it about a quarter of the kernel (B1 H8 S512, docs/perf.md v6).
+// group and storing all columns made it about a quarter of the kernel (B1 H8 S512, docs/perf.md
+// v6).
 #pragma once
 
+#include "common/online_softmax.hpp"
 #include "sm80/kernel_traits.hpp"
 #include "sm80/mainloop.hpp"
-#include "common/online_softmax.hpp"
 
 namespace flashcore::sm80 {
 

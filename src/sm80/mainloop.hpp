@@ -2,15 +2,16 @@
 // softcap and mask, and O += P V with P taken straight from the S accumulators.
 //
 // Fragment map (mma.m16n8k16, row.col): A (16x16) regs a0..a3 = rows g/g+8 x cols 0-7, then rows
-// g/g+8 x cols 8-15; B (16x8) regs b0, b1 = k rows 0-7 and 8-15 at column g; C as in common/online_softmax.hpp.
-// Here g = lane/4 and each register holds columns (or k rows) 2*(lane%4) and +1.
+// g/g+8 x cols 8-15; B (16x8) regs b0, b1 = k rows 0-7 and 8-15 at column g; C as in
+// common/online_softmax.hpp. Here g = lane/4 and each register holds columns (or k rows) 2*(lane%4)
+// and +1.
 #pragma once
 
 #include <cstdint>
 
+#include "common/online_softmax.hpp"
 #include "sm80/fwd_params.hpp"
 #include "sm80/kernel_traits.hpp"
-#include "common/online_softmax.hpp"
 #include "sm80/tile_io.hpp"
 
 namespace flashcore::sm80 {

@@ -24,7 +24,7 @@ using sm80::KernelTraits;
 
 // Sizes stay in int inside the kernel: row + seqlen_k + window + 1 must not overflow.
 constexpr int64_t kMaxSeqlen = int64_t{1} << 29;
-constexpr int64_t kMaxGridYZ = 65535;  // heads go to gridDim.y, batch to gridDim.z
+constexpr int64_t kMaxGridYZ = 65535;      // heads go to gridDim.y, batch to gridDim.z
 constexpr int64_t kSmallTileMaxWaves = 2;  // see with_variant
 
 // Stands in for the Hopper tiles of head dims that have none.
@@ -36,8 +36,8 @@ struct NoWarpgroupTile {};
 template <typename Element, int kHeadDim>
 struct Tiles {
   template <typename Config>
-  using HopperOnly = std::conditional_t<kHeadDim == 64, KernelTraits<Element, kHeadDim, Config>,
-                                        NoWarpgroupTile>;
+  using HopperOnly =
+      std::conditional_t<kHeadDim == 64, KernelTraits<Element, kHeadDim, Config>, NoWarpgroupTile>;
   using Large = KernelTraits<Element, kHeadDim>;
   using Small = KernelTraits<Element, kHeadDim, sm80::SmallGridTileConfig<kHeadDim>>;
   using Warpgroup = HopperOnly<sm80::WarpgroupTileConfig<kHeadDim>>;
@@ -191,8 +191,7 @@ void with_variant(const Problem& problem, const cudaDeviceProp& device, Fn&& fn)
     const int64_t large_ctas = ctas(Large::kBlockM);
     const int64_t small_ctas = ctas(Small::kBlockM);
     const int64_t sms = device.multiProcessorCount;
-    const bool small_fits =
-        static_cast<size_t>(Small::kSmemBytes) <= device.sharedMemPerBlockOptin;
+    const bool small_fits = static_cast<size_t>(Small::kSmemBytes) <= device.sharedMemPerBlockOptin;
     if constexpr (kHasHopperTiles) {
       if (large_ctas < sms && !(small_fits && small_ctas <= sms)) {
         // The pair splits the keys itself, so a caller's split count keeps the warpgroup tile.
@@ -287,8 +286,8 @@ const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
   const bool hopper_tile = a.tile == TileShape::kWarpgroup || a.tile == TileShape::kWarpgroupPair;
   if (!with_traits(a.q.dtype, a.head_dim, [&](auto tiles) {
         using TilesT = decltype(tiles);
-        smem_bytes = a.tile == TileShape::kSmall ? TilesT::Small::kSmemBytes
-                                                 : TilesT::Large::kSmemBytes;
+        smem_bytes =
+            a.tile == TileShape::kSmall ? TilesT::Small::kSmemBytes : TilesT::Large::kSmemBytes;
         // Asked only when forced: this runs on every call's validation.
         if (hopper_tile) {
           hopper_tile_runs = a.tile == TileShape::kWarpgroup

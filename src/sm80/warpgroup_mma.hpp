@@ -3,8 +3,8 @@
 // O += P V with P in registers. The rest of the kernel is unchanged, because a warpgroup's
 // m64nN accumulator gives each of its four warps exactly the m16 x N fragment mma.sync would
 // (warp w of the group holds rows 16w..16w+15; register 4j+e holds row g + 8*(e/2), column
-// 8j + 2*(lane%4) + e%2, as in common/online_softmax.hpp), and the register A operand of m64k16 is, per warp,
-// mma.sync's m16k16 A fragment, which pack_probabilities already builds.
+// 8j + 2*(lane%4) + e%2, as in common/online_softmax.hpp), and the register A operand of m64k16 is,
+// per warp, mma.sync's m16k16 A fragment, which pack_probabilities already builds.
 //
 // Shared-memory operands: tile_io.hpp stores a 64-wide row as 128 bytes whose 16-byte chunk c sits
 // at slot c ^ (row & 7). On a 1024-byte-aligned tile that is wgmma's 128-byte swizzle, in both
@@ -14,7 +14,6 @@
 #pragma once
 
 #include <cstdint>
-
 #include <cute/arch/mma_sm90_gmma.hpp>
 #include <cute/arch/util.hpp>
 
@@ -87,9 +86,9 @@ __device__ __forceinline__ void check_warpgroup_tile() {
                 "a key group is one warpgroup; each warp owns one m16 tile");
   static_assert(Traits::kHeadDim * 2 == kSwizzledRowBytes && Traits::kBlockN == 64,
                 "one 128-byte swizzled row per key and query (hd64), 64 keys per warpgroup");
-  static_assert(Traits::kQBytes % kSwizzleAtomBytes == 0 &&
-                    Traits::kSliceBytes % kSwizzleAtomBytes == 0,
-                "every operand starts on a swizzle atom");
+  static_assert(
+      Traits::kQBytes % kSwizzleAtomBytes == 0 && Traits::kSliceBytes % kSwizzleAtomBytes == 0,
+      "every operand starts on a swizzle atom");
 }
 
 // S = Q K^T for the warpgroup's 64 rows and its 64-key slice: four k16 steps over the head dim.
@@ -137,8 +136,8 @@ __device__ __forceinline__ void gemm_pv_warpgroup(const char* v_smem, const Prob
 #pragma unroll
   for (int kk = 0; kk < Traits::kBlockN / kMmaK; ++kk) {
     const uint64_t v_desc = swizzle128_descriptor(v_addr + kk * kStepBytes);
-    wgmma_64x64<Atom>(o[0], cute::SM90::GMMA::ScaleOut::One, p[0][kk][0], p[0][kk][1],
-                      p[0][kk][2], p[0][kk][3], v_desc);
+    wgmma_64x64<Atom>(o[0], cute::SM90::GMMA::ScaleOut::One, p[0][kk][0], p[0][kk][1], p[0][kk][2],
+                      p[0][kk][3], v_desc);
   }
   cute::warpgroup_commit_batch();
   cute::warpgroup_wait<0>();

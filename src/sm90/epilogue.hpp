@@ -8,8 +8,9 @@
 // valid for any 16-byte-aligned O strides.
 #pragma once
 
-#include <cute/arch/copy_sm90.hpp>
 #include <cutlass/arch/barrier.h>
+
+#include <cute/arch/copy_sm90.hpp>
 
 #include "common/online_softmax.hpp"
 #include "sm90/fwd_params.hpp"
@@ -121,7 +122,8 @@ struct Epilogue {
   }
 
   // A tile (or split) whose rows see no key: O = 0 and LSE = -inf, without touching shared memory.
-  __device__ static void store_empty(const FwdArgs& a, const Tile& tile, int warpgroup, int thread) {
+  __device__ static void store_empty(const FwdArgs& a, const Tile& tile, int warpgroup,
+                                     int thread) {
     const int tile_row0 = tile.m_block * kBlockM + warpgroup * kRowsPerWarpgroup;
     const int64_t row_index0 =
         (static_cast<int64_t>(tile.batch) * a.heads + tile.head) * a.seqlen_q;

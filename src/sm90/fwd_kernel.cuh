@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
+
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "sm90/epilogue.hpp"
@@ -45,8 +46,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp_in_warpgroup = cutlass::canonical_warp_idx_sync() % 4;
 
   typename Pipeline::Params pipeline_params;
-  pipeline_params.role = is_producer ? Pipeline::ThreadCategory::Producer
-                                     : Pipeline::ThreadCategory::Consumer;
+  pipeline_params.role =
+      is_producer ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pipeline_params.is_leader = threadIdx.x == 0;
   pipeline_params.num_consumers = kConsumerThreads;
   pipeline_params.transaction_bytes = Traits::kKVBytes;
@@ -93,8 +94,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     smem.q_full.wait(q_phase);
     q_phase ^= 1;
     OnlineSoftmax<1> softmax;
-    mma.run(a, tile, range, tSrQ, tSrK, tOrV, tOrO, softmax, pipeline_k, pipeline_v, read_k,
-            read_v, thread);
+    mma.run(a, tile, range, tSrQ, tSrK, tOrV, tOrO, softmax, pipeline_k, pipeline_v, read_k, read_v,
+            thread);
     if constexpr (Traits::kSeparateO) {
       // Every S GEMM of the tile has retired: the next Q may load while O is stored.
       if (tiles.has_next()) signal_query_empty();

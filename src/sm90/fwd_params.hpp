@@ -34,8 +34,8 @@ struct FwdArgs {
 
   // The persistent schedule (tile_scheduler.hpp).
   int num_m_blocks;
-  int num_splits;   // > 1: each split writes fp32 partials that the combine kernel merges
-  int head_group;   // (batch, head) pairs whose tiles run next to each other, sharing K/V in L2
+  int num_splits;  // > 1: each split writes fp32 partials that the combine kernel merges
+  int head_group;  // (batch, head) pairs whose tiles run next to each other, sharing K/V in L2
   int num_tiles;
   float* o_partial;    // [num_splits, batch, heads, seqlen_q, head_dim] fp32, normalized per split
   float* lse_partial;  // [num_splits, batch, heads, seqlen_q]

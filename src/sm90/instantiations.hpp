@@ -34,15 +34,32 @@ int smem_bytes_head_dim(bool bf16);
 template <typename Fn>
 bool with_head_dim(int64_t head_dim, Fn&& fn) {
   switch (instantiated_head_dim(head_dim)) {
-    case 32: fn(std::integral_constant<int, 32>{}); return true;
-    case 64: fn(std::integral_constant<int, 64>{}); return true;
-    case 96: fn(std::integral_constant<int, 96>{}); return true;
-    case 128: fn(std::integral_constant<int, 128>{}); return true;
-    case 160: fn(std::integral_constant<int, 160>{}); return true;
-    case 192: fn(std::integral_constant<int, 192>{}); return true;
-    case 224: fn(std::integral_constant<int, 224>{}); return true;
-    case 256: fn(std::integral_constant<int, 256>{}); return true;
-    default: return false;
+    case 32:
+      fn(std::integral_constant<int, 32>{});
+      return true;
+    case 64:
+      fn(std::integral_constant<int, 64>{});
+      return true;
+    case 96:
+      fn(std::integral_constant<int, 96>{});
+      return true;
+    case 128:
+      fn(std::integral_constant<int, 128>{});
+      return true;
+    case 160:
+      fn(std::integral_constant<int, 160>{});
+      return true;
+    case 192:
+      fn(std::integral_constant<int, 192>{});
+      return true;
+    case 224:
+      fn(std::integral_constant<int, 224>{});
+      return true;
+    case 256:
+      fn(std::integral_constant<int, 256>{});
+      return true;
+    default:
+      return false;
   }
 }
 

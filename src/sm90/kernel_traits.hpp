@@ -4,12 +4,16 @@
 // one instantiation.
 #pragma once
 
-#include <cute/tensor.hpp>  // first: the atom headers below assume it
+// CuTe's tensor header must come before its atom headers, which assume it.
+// clang-format off
+#include <cute/tensor.hpp>
 #include <cute/atom/copy_traits_sm90_tma.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
+// clang-format on
 #include <cutlass/arch/barrier.h>
-#include <cutlass/gemm/collective/builders/sm90_common.inl>
 #include <cutlass/numeric_types.h>
+
+#include <cutlass/gemm/collective/builders/sm90_common.inl>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "sm90/tile_table.hpp"
@@ -78,8 +82,8 @@ struct KernelTraits {
       Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
   // V^T (D x keys) as the PV GEMM reads it, and the same bytes seen as V (keys x D) for the TMA.
   using SmemLayoutVt = decltype(tile_to_shape(
-      cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::MN, Element,
-                                                          Int<kHeadDim>, Int<kBlockN>>(),
+      cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::MN, Element, Int<kHeadDim>,
+                                                          Int<kBlockN>>(),
       Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{}));
   using SmemLayoutV = decltype(composition(
       SmemLayoutVt{},
@@ -87,10 +91,10 @@ struct KernelTraits {
 
   // Global tensors as the TMA sees them: (seq, dim, head, batch) with int64 element strides; the
   // dim is contiguous. Rows past seqlen and dims past head_dim read as zeros.
-  using GmemLayout = Layout<Shape<int32_t, int32_t, int32_t, int32_t>,
-                            Stride<int64_t, _1, int64_t, int64_t>>;
-  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<const Element*>(nullptr)),
-                                          GmemLayout{}));
+  using GmemLayout =
+      Layout<Shape<int32_t, int32_t, int32_t, int32_t>, Stride<int64_t, _1, int64_t, int64_t>>;
+  using GmemTensor =
+      decltype(make_tensor(make_gmem_ptr(static_cast<const Element*>(nullptr)), GmemLayout{}));
   using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQ{},
                                       select<0, 2>(TileShape{}), _1{}));
   using TmaK = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutK{}),

@@ -15,16 +15,17 @@ namespace flashcore::sm90 {
 template <typename Traits>
 auto make_gmem_tensor(const GmemInput& in, int head_dim, int batch) {
   using Element = typename Traits::Element;
-  return make_tensor(make_gmem_ptr(static_cast<const Element*>(in.data)),
-                     make_layout(make_shape(in.seqlen, head_dim, in.heads, batch),
-                                 make_stride(in.seq_stride, _1{}, in.head_stride, in.batch_stride)));
+  return make_tensor(
+      make_gmem_ptr(static_cast<const Element*>(in.data)),
+      make_layout(make_shape(in.seqlen, head_dim, in.heads, batch),
+                  make_stride(in.seq_stride, _1{}, in.head_stride, in.batch_stride)));
 }
 
 template <typename Traits, typename Variant>
 cudaError_t launch_kernel(const FwdParams<Traits>& params, int num_ctas, cudaStream_t stream) {
   auto kernel = fwd_kernel<Traits, Variant>;
-  static const cudaError_t configured = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (configured != cudaSuccess) return configured;
   kernel<<<num_ctas, kThreads, Traits::kSmemBytes, stream>>>(params);
   return cudaGetLastError();
@@ -39,12 +40,12 @@ cudaError_t launch_traits(const LaunchArgs& in, cudaStream_t stream) {
   const int d = in.args.head_dim, b = in.args.batch;
   params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.q, d, b),
                                typename Traits::SmemLayoutQ{}, select<0, 2>(TileShape{}), _1{});
-  params.tma_k = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.k, d, b),
-                               take<0, 2>(typename Traits::SmemLayoutK{}),
-                               select<1, 2>(TileShape{}), _1{});
-  params.tma_v = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.v, d, b),
-                               take<0, 2>(typename Traits::SmemLayoutV{}),
-                               select<1, 2>(TileShape{}), _1{});
+  params.tma_k =
+      make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.k, d, b),
+                    take<0, 2>(typename Traits::SmemLayoutK{}), select<1, 2>(TileShape{}), _1{});
+  params.tma_v =
+      make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.v, d, b),
+                    take<0, 2>(typename Traits::SmemLayoutV{}), select<1, 2>(TileShape{}), _1{});
   const bool softcap = in.args.softcap.cap > 0.f;
   if (in.pingpong && in.intra_overlap) {
     return softcap ? launch_kernel<Traits, Variant<true>>(params, in.num_ctas, stream)
@@ -79,8 +80,8 @@ int smem_bytes_head_dim(bool bf16) {
               : KernelTraits<cutlass::half_t, kHeadDim>::kSmemBytes;
 }
 
-#define FLASHCORE_SM90_INSTANTIATE(D)                                                         \
-  template cudaError_t launch_head_dim<D>(const LaunchArgs& args, cudaStream_t stream);    \
+#define FLASHCORE_SM90_INSTANTIATE(D)                                                   \
+  template cudaError_t launch_head_dim<D>(const LaunchArgs& args, cudaStream_t stream); \
   template int smem_bytes_head_dim<D>(bool bf16);
 
 }  // namespace flashcore::sm90

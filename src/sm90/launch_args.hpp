@@ -23,7 +23,7 @@ struct LaunchArgs {
   GmemInput q, k, v;
   bool bf16;
   int num_ctas;
-  bool pingpong = true;       // Schedule switches (fwd_kernel.cuh); production runs both on
+  bool pingpong = true;  // Schedule switches (fwd_kernel.cuh); production runs both on
   bool intra_overlap = true;
 };
 

@@ -48,10 +48,10 @@ struct MainloopLoad {
       const int kv_head = tile.head / a.kv_group;
       Tensor gQ = local_tile(mQ(_, _, tile.head, tile.batch), select<0, 2>(TileShape{}),
                              make_coord(tile.m_block, _0{}));
-      Tensor gK = local_tile(mK(_, _, kv_head, tile.batch), select<1, 2>(TileShape{}),
-                             make_coord(_, _0{}));
-      Tensor gV = local_tile(mV(_, _, kv_head, tile.batch), select<1, 2>(TileShape{}),
-                             make_coord(_, _0{}));
+      Tensor gK =
+          local_tile(mK(_, _, kv_head, tile.batch), select<1, 2>(TileShape{}), make_coord(_, _0{}));
+      Tensor gV =
+          local_tile(mV(_, _, kv_head, tile.batch), select<1, 2>(TileShape{}), make_coord(_, _0{}));
       // (global, shared) views of each copy; named pieces so the lambdas below can capture them.
       auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
                                    group_modes<0, 2>(gQ));

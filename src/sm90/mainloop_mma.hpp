@@ -9,8 +9,9 @@
 //   (named barriers kTurn0/kTurn1), so one warpgroup's softmax runs under the other's GEMMs.
 #pragma once
 
-#include <cute/arch/mma_sm90_desc.hpp>
 #include <cutlass/arch/barrier.h>
+
+#include <cute/arch/mma_sm90_desc.hpp>
 
 #include "common/online_softmax.hpp"
 #include "sm90/fwd_params.hpp"
@@ -64,7 +65,9 @@ struct MainloopMma {
   typename Traits::TiledMmaQK mma_qk;
   typename Traits::TiledMmaPV mma_pv;
 
-  __device__ static ScoreFrag& as_scores(float* data) { return *reinterpret_cast<ScoreFrag*>(data); }
+  __device__ static ScoreFrag& as_scores(float* data) {
+    return *reinterpret_cast<ScoreFrag*>(data);
+  }
   __device__ static OutFrag& as_out(float* data) { return *reinterpret_cast<OutFrag*>(data); }
 
   // Pingpong turns. Warpgroup 0 holds the first turn: it arrives on its own barrier once, before

@@ -36,8 +36,8 @@ constexpr int64_t kSmsPerTileForSm80 = 2;
 constexpr int kMaxPersistentMaskedMBlocks = 32;
 
 GmemInput gmem_input(const InputTensor& t, int64_t seqlen, int64_t heads) {
-  return {t.data, static_cast<int>(seqlen), static_cast<int>(heads), t.strides.seq,
-          t.strides.head, t.strides.batch};
+  return {t.data,        static_cast<int>(seqlen), static_cast<int>(heads),
+          t.strides.seq, t.strides.head,           t.strides.batch};
 }
 
 // The problem as the kernel indexes it. With GQA packing for decode (common/query_view.hpp) the
@@ -72,7 +72,9 @@ LaunchArgs kernel_view(const Problem& problem) {
   return in;
 }
 
-int64_t kernel_rows(const FwdArgs& p) { return static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q; }
+int64_t kernel_rows(const FwdArgs& p) {
+  return static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q;
+}
 
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
 // Lab builds only (CMake FLASHCORE_SM90_SCHEDULE_VARIANTS): FLASHCORE_SM90_SCHEDULE names the parts
@@ -120,8 +122,8 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   // 0.61x against 0.82x).
   const bool masked = p.mask.left >= 0 || p.mask.right >= 0;
   const bool persistent = !masked || p.num_m_blocks <= kMaxPersistentMaskedMBlocks;
-  in.num_ctas = static_cast<int>(
-      persistent ? std::min<int64_t>(tiles, device.multiProcessorCount) : tiles);
+  in.num_ctas =
+      static_cast<int>(persistent ? std::min<int64_t>(tiles, device.multiProcessorCount) : tiles);
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
   apply_schedule_knob(&in);
 #endif
@@ -189,8 +191,7 @@ size_t sm90_workspace_bytes(const Problem& problem) {
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
   const LaunchArgs in = plan(problem, device);
-  return sm80::split_workspace_bytes(in.args.num_splits, kernel_rows(in.args),
-                                     in.args.head_dim);
+  return sm80::split_workspace_bytes(in.args.num_splits, kernel_rows(in.args), in.args.head_dim);
 }
 
 Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream) {
@@ -209,8 +210,9 @@ Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream)
     p.lse_partial = p.o_partial + p.num_splits * kernel_rows(p) * p.head_dim;
   }
   cudaError_t launched = cudaErrorInvalidValue;
-  sm90::with_head_dim(problem.params.head_dim,
-                      [&](auto d) { launched = sm90::launch_head_dim<decltype(d)::value>(in, stream); });
+  sm90::with_head_dim(problem.params.head_dim, [&](auto d) {
+    launched = sm90::launch_head_dim<decltype(d)::value>(in, stream);
+  });
   if (Status s = launch_status(launched, "sm90 fwd_kernel"); !s.ok()) return s;
   if (p.num_splits <= 1) return Status::Ok();
 

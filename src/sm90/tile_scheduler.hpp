@@ -33,8 +33,8 @@ struct TileSequence {
   int ctas;
   int num_tiles;
 
-  __device__ __forceinline__ TileSequence(int num_tiles_) : cta(blockIdx.x), ctas(gridDim.x),
-                                                            num_tiles(num_tiles_) {}
+  __device__ __forceinline__ TileSequence(int num_tiles_)
+      : cta(blockIdx.x), ctas(gridDim.x), num_tiles(num_tiles_) {}
   __device__ __forceinline__ int index_of(int r) const {
     return r * ctas + ((r & 1) ? ctas - 1 - cta : cta);
   }

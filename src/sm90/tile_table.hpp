@@ -27,7 +27,9 @@ constexpr WarpgroupRole warpgroup_role(int warpgroup) {
 //             D = 64, 192-key tiles measured no better (docs/perf.md, sm90 v3).
 //   D <= 192: 96-key tiles (192 KiB at D = 192).
 //   D <= 256: 64-key tiles (O takes 128 regs; 192 KiB at D = 256).
-constexpr int block_n_for(int head_dim) { return head_dim <= 128 ? 128 : head_dim <= 192 ? 96 : 64; }
+constexpr int block_n_for(int head_dim) {
+  return head_dim <= 128 ? 128 : head_dim <= 192 ? 96 : 64;
+}
 inline constexpr int kStages = 2;
 
 }  // namespace flashcore::sm90

@@ -1,16 +1,17 @@
+#include "cli.hpp"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 #include <vector>
 
-#include "cli.hpp"
-
 namespace flashcore::bench {
 namespace {
 
 const BackendCheck kBackends = [](const std::string& name) {
-  return name == "auto" || name == "scalar" || name == "unfused" || name == "wmma" || name == "sm80";
+  return name == "auto" || name == "scalar" || name == "unfused" || name == "wmma" ||
+         name == "sm80";
 };
 
 bool parse(std::vector<const char*> args, Options* options, std::string* error) {
@@ -36,10 +37,10 @@ TEST(Cli, NoArgumentsAndHelpPrintHelp) {
 
 TEST(Cli, HelpDocumentsEveryKnob) {
   const std::string help = help_text();
-  for (const char* knob : {"FLASHCORE_BACKEND", "FLASHCORE_B", "FLASHCORE_H", "FLASHCORE_HKV",
-                           "FLASHCORE_S", "FLASHCORE_SK", "FLASHCORE_D", "FLASHCORE_CAUSAL",
-                           "FLASHCORE_DTYPE", "FLASHCORE_WINDOW", "BLOCK_SIZE", "DOC_SPAN",
-                           "--target-extra-arg", "--check-expectations", "--profile"}) {
+  for (const char* knob :
+       {"FLASHCORE_BACKEND", "FLASHCORE_B", "FLASHCORE_H", "FLASHCORE_HKV", "FLASHCORE_S",
+        "FLASHCORE_SK", "FLASHCORE_D", "FLASHCORE_CAUSAL", "FLASHCORE_DTYPE", "FLASHCORE_WINDOW",
+        "BLOCK_SIZE", "DOC_SPAN", "--target-extra-arg", "--check-expectations", "--profile"}) {
     EXPECT_NE(help.find(knob), std::string::npos) << knob;
   }
 }
@@ -47,12 +48,13 @@ TEST(Cli, HelpDocumentsEveryKnob) {
 TEST(Cli, RunParsesTargetsProfileOutAndExtraArgs) {
   Options o;
   std::string error;
-  ASSERT_TRUE(parse({"run", "--targets", "labs/flashattention", "--profile=full", "--out", "/tmp/x",
-                     "--target-extra-arg",
-                     "labs/flashattention:optimized_flashattention=--backend sm80 --num-splits 2 --tile small "
-                     "--pdl off",
-                     "--check-expectations"},
-                    &o, &error))
+  ASSERT_TRUE(parse(
+      {"run", "--targets", "labs/flashattention", "--profile=full", "--out", "/tmp/x",
+       "--target-extra-arg",
+       "labs/flashattention:optimized_flashattention=--backend sm80 --num-splits 2 --tile small "
+       "--pdl off",
+       "--check-expectations"},
+      &o, &error))
       << error;
   EXPECT_EQ(o.command, Command::kRun);
   EXPECT_EQ(o.profile, Profile::kFull);
@@ -94,26 +96,27 @@ TEST(Cli, BadInputSaysWhatIsValid) {
 TEST(Cli, BadTargetExtraArgs) {
   Options o;
   std::string error;
-  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore:sm80"}, &o,
-                     &error));
-  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg",
-                      "flashcore:sm80=--backend tpu"},
-                     &o, &error));
+  EXPECT_FALSE(
+      parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore:sm80"}, &o, &error));
+  EXPECT_FALSE(
+      parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore:sm80=--backend tpu"},
+            &o, &error));
   EXPECT_NE(error.find("valid"), std::string::npos);
-  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg",
-                      "flashcore:sm80=--stages 2"},
-                     &o, &error));
+  EXPECT_FALSE(
+      parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore:sm80=--stages 2"},
+            &o, &error));
   EXPECT_NE(error.find("--backend NAME"), std::string::npos);
-  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg",
-                      "flashcore:sm80=--tile 64"},
-                     &o, &error));
+  EXPECT_FALSE(
+      parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore:sm80=--tile 64"}, &o,
+            &error));
   EXPECT_NE(error.find("auto, large, small, warpgroup or warpgroup-pair"), std::string::npos);
-  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg",
-                      "flashcore:sm80=--pdl yes"},
-                     &o, &error));
+  EXPECT_FALSE(
+      parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore:sm80=--pdl yes"}, &o,
+            &error));
   EXPECT_NE(error.find("use on or off"), std::string::npos);
-  EXPECT_FALSE(parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore=--backend sm80"},
-                     &o, &error));
+  EXPECT_FALSE(
+      parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore=--backend sm80"}, &o,
+            &error));
 }
 
 TEST(Knobs, ReadsAndValidates) {
@@ -121,10 +124,15 @@ TEST(Knobs, ReadsAndValidates) {
   std::string error;
   ASSERT_TRUE(read_knobs(env_of({}), kBackends, &k, &error));
   EXPECT_FALSE(k.overrides_shape());
-  ASSERT_TRUE(read_knobs(env_of({{"FLASHCORE_B", "2"}, {"FLASHCORE_H", "16"}, {"FLASHCORE_HKV", "4"},
-                                 {"FLASHCORE_S", "1024"}, {"FLASHCORE_D", "128"},
-                                 {"FLASHCORE_CAUSAL", "1"}, {"FLASHCORE_DTYPE", "bf16"},
-                                 {"FLASHCORE_BACKEND", "sm80"}, {"BLOCK_SIZE", "64"}}),
+  ASSERT_TRUE(read_knobs(env_of({{"FLASHCORE_B", "2"},
+                                 {"FLASHCORE_H", "16"},
+                                 {"FLASHCORE_HKV", "4"},
+                                 {"FLASHCORE_S", "1024"},
+                                 {"FLASHCORE_D", "128"},
+                                 {"FLASHCORE_CAUSAL", "1"},
+                                 {"FLASHCORE_DTYPE", "bf16"},
+                                 {"FLASHCORE_BACKEND", "sm80"},
+                                 {"BLOCK_SIZE", "64"}}),
                          kBackends, &k, &error))
       << error;
   EXPECT_TRUE(k.overrides_shape());

@@ -1,9 +1,9 @@
+#include "expectations.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
-
-#include "expectations.hpp"
 
 namespace flashcore::bench {
 namespace {
@@ -42,8 +42,8 @@ const char* kExpectations = R"({
 TEST(Expectations, PassesWhenEveryThresholdIsMet) {
   std::vector<std::string> regressions;
   std::string error;
-  ASSERT_TRUE(check_expectations({timed("optimized_flashattention", 20, 3.0, 0.8)}, parse(kExpectations),
-                                 "e.json", &regressions, &error))
+  ASSERT_TRUE(check_expectations({timed("optimized_flashattention", 20, 3.0, 0.8)},
+                                 parse(kExpectations), "e.json", &regressions, &error))
       << error;
   EXPECT_TRUE(regressions.empty());
 }
@@ -54,8 +54,9 @@ TEST(Expectations, NamesEachRegression) {
   ASSERT_TRUE(check_expectations({timed("optimized_flashattention", 40, 1.5, 0.25)},
                                  parse(kExpectations), "e.json", &regressions, &error));
   ASSERT_EQ(regressions.size(), 3u);
-  EXPECT_NE(regressions[0].find("labs/flashattention:optimized_flashattention [B1_H8_S512_D64_fp16]"),
-            std::string::npos);
+  EXPECT_NE(
+      regressions[0].find("labs/flashattention:optimized_flashattention [B1_H8_S512_D64_fp16]"),
+      std::string::npos);
   EXPECT_NE(regressions[0].find("speedup over baseline 1.5x < min 2x"), std::string::npos);
   EXPECT_NE(regressions[1].find("ratio vs cuDNN"), std::string::npos);
   EXPECT_NE(regressions[2].find("p50 40 us > max 30 us"), std::string::npos);
@@ -91,11 +92,11 @@ TEST(Expectations, MalformedFilesAreErrors) {
   std::string error;
   EXPECT_FALSE(check_expectations({}, parse("{}"), "e.json", &regressions, &error));
   EXPECT_NE(error.find("e.json"), std::string::npos);
-  EXPECT_FALSE(check_expectations(
-      {timed("optimized_flashattention", 1, 1, 1)},
-      parse(R"({"schema": "flashcore-bench/expectations", "schema_version": 1,
+  EXPECT_FALSE(
+      check_expectations({timed("optimized_flashattention", 1, 1, 1)},
+                         parse(R"({"schema": "flashcore-bench/expectations", "schema_version": 1,
                 "targets": {"labs/flashattention:optimized_flashattention": {"max_p50_us": "fast"}}})"),
-      "e.json", &regressions, &error));
+                         "e.json", &regressions, &error));
   EXPECT_NE(error.find("max_p50_us"), std::string::npos);
 }
 

@@ -1,3 +1,5 @@
+#include "json.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "json.hpp"
 #include "parity.hpp"
 #include "plot_svg.hpp"
 #include "report_json.hpp"
@@ -55,8 +56,8 @@ TEST(Json, ParseErrorsSayWhere) {
   EXPECT_FALSE(Json::parse("\"unterminated", &j, &error));
 }
 
-Result sample_result(const std::string& chapter, const std::string& workload, const std::string& role,
-                     double p50_us) {
+Result sample_result(const std::string& chapter, const std::string& workload,
+                     const std::string& role, double p50_us) {
   Result r;
   r.chapter = chapter;
   r.workload = workload;
@@ -82,9 +83,10 @@ RunRecord sample_record() {
   record.gemm_problem = "cublasGemmEx bf16 8192^3";
   record.copy_gbps = 3000;
   record.copy_problem = "cudaMemcpyAsync device to device, 1024 MiB";
-  record.results = {sample_result("labs/flashattention", "baseline_flashattention", "baseline", 100),
-                    sample_result("labs/flashattention", "optimized_flashattention", "optimized", 20),
-                    sample_result("peers/cudnn", "cudnn_sdpa", "peer", 10)};
+  record.results = {
+      sample_result("labs/flashattention", "baseline_flashattention", "baseline", 100),
+      sample_result("labs/flashattention", "optimized_flashattention", "optimized", 20),
+      sample_result("peers/cudnn", "cudnn_sdpa", "peer", 10)};
   Result skipped = sample_result("flashcore", "wmma", "step", 1);
   skipped.outcome = Outcome::kSkipped;
   skipped.reason = "backend 'wmma' is not built";
@@ -106,9 +108,9 @@ TEST(ResultsSchema, HasVersionEnvironmentAndEveryResultField) {
   EXPECT_EQ(j.find("copy_ceiling")->number_or("gbps", 0), 3000);
   EXPECT_NE(j.find("copy_ceiling")->string_or("problem", ""), "");
   const Json& first = j.find("results")->items()[1];
-  for (const char* key : {"target", "provider", "status", "case", "parity", "timing", "tflops",
-                          "gbps", "pct_of_gemm_ceiling", "pct_of_copy_ceiling",
-                          "speedup_vs_baseline", "ratio_vs_cudnn"}) {
+  for (const char* key :
+       {"target", "provider", "status", "case", "parity", "timing", "tflops", "gbps",
+        "pct_of_gemm_ceiling", "pct_of_copy_ceiling", "speedup_vs_baseline", "ratio_vs_cudnn"}) {
     EXPECT_NE(first.find(key), nullptr) << key;
   }
   for (const char* key : {"min_us", "p50_us", "p90_us", "mean_us", "stdev_us", "samples"}) {

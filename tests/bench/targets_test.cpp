@@ -1,3 +1,5 @@
+#include "targets.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 
 #include "cli.hpp"
 #include "parity.hpp"
-#include "targets.hpp"
 
 namespace flashcore::bench {
 namespace {
@@ -16,10 +17,10 @@ TEST(Targets, ListPrintsEveryTargetAsChapterColonWorkload) {
   std::string text, error;
   ASSERT_TRUE(list_targets("", &text, &error));
   for (const char* name :
-       {"labs/flashattention:baseline_flashattention", "labs/flashattention:optimized_flashattention",
-        "flashcore:scalar", "flashcore:wmma", "flashcore:sm80", "flashcore:optimized",
-        "labs/flexattention:optimized_flex_causal", "labs/flexattention:optimized_flex_sliding",
-        "peers/cudnn:cudnn_sdpa"}) {
+       {"labs/flashattention:baseline_flashattention",
+        "labs/flashattention:optimized_flashattention", "flashcore:scalar", "flashcore:wmma",
+        "flashcore:sm80", "flashcore:optimized", "labs/flexattention:optimized_flex_causal",
+        "labs/flexattention:optimized_flex_sliding", "peers/cudnn:cudnn_sdpa"}) {
     EXPECT_NE(text.find(name), std::string::npos) << name;
   }
   std::istringstream lines(text);
@@ -44,8 +45,9 @@ TEST(Targets, ListFiltersByChapter) {
 TEST(Targets, SelectionIsInTableOrderWithoutDuplicates) {
   std::vector<Target> targets;
   std::string error;
-  ASSERT_TRUE(select_targets(
-      "labs/flashattention:optimized_flashattention,labs/flashattention,peers/cudnn", &targets, &error));
+  ASSERT_TRUE(
+      select_targets("labs/flashattention:optimized_flashattention,labs/flashattention,peers/cudnn",
+                     &targets, &error));
   ASSERT_EQ(targets.size(), 3u);
   EXPECT_EQ(targets[0].name(), "labs/flashattention:baseline_flashattention");
   EXPECT_EQ(targets[1].name(), "labs/flashattention:optimized_flashattention");
@@ -88,13 +90,13 @@ TEST(Targets, FlashcoreJourneyStartsAtTheCanonicalShape) {
 TEST(Targets, FlashcoreMeasuresDecodeInBothProfiles) {
   for (const Profile profile : {Profile::kMinimal, Profile::kFull}) {
     const std::vector<Case> cases = find_chapter("flashcore")->cases(profile);
-    const auto decode = std::find_if(cases.begin(), cases.end(),
-                                     [](const Case& c) { return c.seqlen_q == 1; });
+    const auto decode =
+        std::find_if(cases.begin(), cases.end(), [](const Case& c) { return c.seqlen_q == 1; });
     ASSERT_NE(decode, cases.end()) << profile_name(profile);
     EXPECT_EQ(decode->label(), "B64_H32_S1_Sk4096_D128_fp16");
-    EXPECT_EQ(std::count_if(cases.begin(), cases.end(),
-                            [](const Case& c) { return c.seqlen_q == 1; }),
-              1);
+    EXPECT_EQ(
+        std::count_if(cases.begin(), cases.end(), [](const Case& c) { return c.seqlen_q == 1; }),
+        1);
     // 4.3 GFLOP: above the CPU reference's limit, so the parity gate uses the GPU oracle.
     EXPECT_GT(decode->flops(), kCpuReferenceMaxFlops);
     const double q_or_o = 2.0 * 64 * 1 * 32 * 128, k_or_v = 2.0 * 64 * 4096 * 32 * 128;

@@ -24,7 +24,8 @@ Inputs random_inputs(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv,
   in.params.head_dim = d;
   std::mt19937_64 rng(std::random_device{}());
   std::normal_distribution<double> normal;
-  for (auto [vec, n] : {std::pair{&in.q, b * sq * hq * d}, {&in.k, b * sk * hkv * d}, {&in.v, b * sk * hkv * d}}) {
+  for (auto [vec, n] :
+       {std::pair{&in.q, b * sq * hq * d}, {&in.k, b * sk * hkv * d}, {&in.v, b * sk * hkv * d}}) {
     vec->resize(static_cast<size_t>(n));
     for (double& x : *vec) x = normal(rng);
   }
@@ -43,7 +44,8 @@ TEST(CpuReference, RowsAreConvexCombinationsWithCorrectLse) {
   double mx = -1e300;
   for (int j = 0; j < 9; ++j) {
     double dot = 0;
-    for (int d = 0; d < 8; ++d) dot += in.q[((b * 5 + i) * 4 + h) * 8 + d] * in.k[((b * 9 + j) * 2 + hk) * 8 + d];
+    for (int d = 0; d < 8; ++d)
+      dot += in.q[((b * 5 + i) * 4 + h) * 8 + d] * in.k[((b * 9 + j) * 2 + hk) * 8 + d];
     s[j] = 3.0 * std::tanh(dot * scale / 3.0);
     mx = std::max(mx, s[j]);
   }
@@ -52,7 +54,8 @@ TEST(CpuReference, RowsAreConvexCombinationsWithCorrectLse) {
   EXPECT_NEAR(lse[(b * 4 + h) * 5 + i], mx + std::log(sum), 1e-12);
   for (int d = 0; d < 8; ++d) {
     double expect = 0;
-    for (int j = 0; j < 9; ++j) expect += std::exp(s[j] - mx) / sum * in.v[((b * 9 + j) * 2 + hk) * 8 + d];
+    for (int j = 0; j < 9; ++j)
+      expect += std::exp(s[j] - mx) / sum * in.v[((b * 9 + j) * 2 + hk) * 8 + d];
     EXPECT_NEAR(o[((b * 5 + i) * 4 + h) * 8 + d], expect, 1e-12);
   }
 }

@@ -12,7 +12,8 @@ TEST(CuTe, LayoutAlgebraOnHost) {
   using namespace cute;
   auto row_major = make_layout(make_shape(4, 8), LayoutRight{});
   EXPECT_EQ(row_major(1, 2), 10);
-  auto swizzled = composition(Swizzle<2, 0, 3>{}, make_layout(make_shape(Int<8>{}, Int<8>{}), LayoutRight{}));
+  auto swizzled =
+      composition(Swizzle<2, 0, 3>{}, make_layout(make_shape(Int<8>{}, Int<8>{}), LayoutRight{}));
   std::vector<bool> seen(64, false);
   for (int i = 0; i < 64; ++i) seen[swizzled(i)] = true;
   for (bool s : seen) EXPECT_TRUE(s) << "a swizzle is a permutation";

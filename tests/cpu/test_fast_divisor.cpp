@@ -26,7 +26,8 @@ TEST(FastDivisor, EdgesOfTheRange) {
   const int max = INT32_MAX;
   for (int divisor : {1, 2, 3, 7, 64, 65, 127, 128, 129, 1000, 65535, 65536, 65537, (1 << 29) + 1,
                       max - 1, max}) {
-    for (int x : {0, 1, divisor - 1, divisor, max - divisor, max - 1, max}) expect_exact(divisor, x);
+    for (int x : {0, 1, divisor - 1, divisor, max - divisor, max - 1, max})
+      expect_exact(divisor, x);
   }
 }
 

@@ -50,8 +50,8 @@ TEST(WindowMask, BlockAnswersAgreeWithElementMask) {
             }
           }
         }
-        EXPECT_EQ(m.tile_fully_visible(r0, r1, k0, k1), all) << "rows [" << r0 << ", " << r1
-                                                            << ") keys [" << k0 << ", " << k1 << ")";
+        EXPECT_EQ(m.tile_fully_visible(r0, r1, k0, k1), all)
+            << "rows [" << r0 << ", " << r1 << ") keys [" << k0 << ", " << k1 << ")";
       }
     }
   }

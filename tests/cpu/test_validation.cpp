@@ -1,7 +1,6 @@
 // Every class of bad argument is caught before any launch, with a message that names it.
-#include <gtest/gtest.h>
-
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
@@ -54,29 +53,59 @@ TEST_P(ValidationTest, RejectsWithClearMessage) {
 }
 
 const BadCase kBadCases[] = {
-    {"null_q", [](AttentionParams& p) { p.q.data = nullptr; }, StatusCode::kInvalidArgument, "q is null"},
-    {"null_o", [](AttentionParams& p) { p.o.data = nullptr; }, StatusCode::kInvalidArgument, "o is null"},
-    {"dtype_mismatch", [](AttentionParams& p) { p.v.dtype = DType::kFloat16; }, StatusCode::kInvalidArgument, "v is fp16"},
-    {"head_dim_unsupported", [](AttentionParams& p) { p.head_dim = 100; }, StatusCode::kUnsupported, "head_dim 100"},
-    {"head_dim_too_big", [](AttentionParams& p) { p.head_dim = 512; }, StatusCode::kUnsupported, "head_dim 512"},
-    {"gqa_ratio", [](AttentionParams& p) { p.heads_kv = 3; }, StatusCode::kInvalidArgument, "heads_kv"},
-    {"zero_batch", [](AttentionParams& p) { p.batch = 0; }, StatusCode::kInvalidArgument, "batch is 0"},
-    {"negative_seqlen", [](AttentionParams& p) { p.seqlen_k = -4; }, StatusCode::kInvalidArgument, "seqlen_k is -4"},
-    {"zero_heads", [](AttentionParams& p) { p.heads_q = 0; }, StatusCode::kInvalidArgument, "heads_q is 0"},
-    {"last_stride", [](AttentionParams& p) { p.k.strides.dim = 2; }, StatusCode::kInvalidArgument, "k has last-dim stride 2"},
-    {"misaligned_pointer", [](AttentionParams& p) { p.q.data = static_cast<const char*>(p.q.data) + 2; }, StatusCode::kInvalidArgument, "q pointer is not 16-byte aligned"},
-    {"misaligned_stride", [](AttentionParams& p) { p.o.strides.seq += 2; }, StatusCode::kInvalidArgument, "o seq stride"},
-    {"unit_seq_stride", [](AttentionParams& p) { p.k.strides.seq = 1; }, StatusCode::kInvalidArgument, "k seq stride 1"},
-    {"negative_stride", [](AttentionParams& p) { p.q.strides.head = -128; }, StatusCode::kInvalidArgument, "negative head stride"},
-    {"overlapping_output", [](AttentionParams& p) { p.o.strides.seq = 8; }, StatusCode::kInvalidArgument, "overlap"},
-    {"window_out_of_range", [](AttentionParams& p) { p.window_left = -2; }, StatusCode::kInvalidArgument, "window"},
-    {"causal_with_right_window", [](AttentionParams& p) { p.causal = true; p.window_right = 5; }, StatusCode::kInvalidArgument, "causal"},
-    {"negative_softcap", [](AttentionParams& p) { p.softcap = -1.f; }, StatusCode::kInvalidArgument, "softcap"},
-    {"nan_scale", [](AttentionParams& p) { p.softmax_scale = std::numeric_limits<float>::quiet_NaN(); }, StatusCode::kInvalidArgument, "softmax_scale"},
-    {"negative_splits", [](AttentionParams& p) { p.num_splits = -1; }, StatusCode::kInvalidArgument, "num_splits"},
-    {"unknown_tile", [](AttentionParams& p) { p.tile = static_cast<TileShape>(7); }, StatusCode::kInvalidArgument, "tile"},
-    {"offset_overflow", [](AttentionParams& p) { p.k.strides.seq = int64_t{1} << 62; }, StatusCode::kInvalidArgument, "overflow"},
-    {"misaligned_lse", [](AttentionParams& p) { p.lse = reinterpret_cast<float*>(uintptr_t{(1ull << 40) + 2}); }, StatusCode::kInvalidArgument, "lse"},
+    {"null_q", [](AttentionParams& p) { p.q.data = nullptr; }, StatusCode::kInvalidArgument,
+     "q is null"},
+    {"null_o", [](AttentionParams& p) { p.o.data = nullptr; }, StatusCode::kInvalidArgument,
+     "o is null"},
+    {"dtype_mismatch", [](AttentionParams& p) { p.v.dtype = DType::kFloat16; },
+     StatusCode::kInvalidArgument, "v is fp16"},
+    {"head_dim_unsupported", [](AttentionParams& p) { p.head_dim = 100; }, StatusCode::kUnsupported,
+     "head_dim 100"},
+    {"head_dim_too_big", [](AttentionParams& p) { p.head_dim = 512; }, StatusCode::kUnsupported,
+     "head_dim 512"},
+    {"gqa_ratio", [](AttentionParams& p) { p.heads_kv = 3; }, StatusCode::kInvalidArgument,
+     "heads_kv"},
+    {"zero_batch", [](AttentionParams& p) { p.batch = 0; }, StatusCode::kInvalidArgument,
+     "batch is 0"},
+    {"negative_seqlen", [](AttentionParams& p) { p.seqlen_k = -4; }, StatusCode::kInvalidArgument,
+     "seqlen_k is -4"},
+    {"zero_heads", [](AttentionParams& p) { p.heads_q = 0; }, StatusCode::kInvalidArgument,
+     "heads_q is 0"},
+    {"last_stride", [](AttentionParams& p) { p.k.strides.dim = 2; }, StatusCode::kInvalidArgument,
+     "k has last-dim stride 2"},
+    {"misaligned_pointer",
+     [](AttentionParams& p) { p.q.data = static_cast<const char*>(p.q.data) + 2; },
+     StatusCode::kInvalidArgument, "q pointer is not 16-byte aligned"},
+    {"misaligned_stride", [](AttentionParams& p) { p.o.strides.seq += 2; },
+     StatusCode::kInvalidArgument, "o seq stride"},
+    {"unit_seq_stride", [](AttentionParams& p) { p.k.strides.seq = 1; },
+     StatusCode::kInvalidArgument, "k seq stride 1"},
+    {"negative_stride", [](AttentionParams& p) { p.q.strides.head = -128; },
+     StatusCode::kInvalidArgument, "negative head stride"},
+    {"overlapping_output", [](AttentionParams& p) { p.o.strides.seq = 8; },
+     StatusCode::kInvalidArgument, "overlap"},
+    {"window_out_of_range", [](AttentionParams& p) { p.window_left = -2; },
+     StatusCode::kInvalidArgument, "window"},
+    {"causal_with_right_window",
+     [](AttentionParams& p) {
+       p.causal = true;
+       p.window_right = 5;
+     },
+     StatusCode::kInvalidArgument, "causal"},
+    {"negative_softcap", [](AttentionParams& p) { p.softcap = -1.f; }, StatusCode::kInvalidArgument,
+     "softcap"},
+    {"nan_scale",
+     [](AttentionParams& p) { p.softmax_scale = std::numeric_limits<float>::quiet_NaN(); },
+     StatusCode::kInvalidArgument, "softmax_scale"},
+    {"negative_splits", [](AttentionParams& p) { p.num_splits = -1; }, StatusCode::kInvalidArgument,
+     "num_splits"},
+    {"unknown_tile", [](AttentionParams& p) { p.tile = static_cast<TileShape>(7); },
+     StatusCode::kInvalidArgument, "tile"},
+    {"offset_overflow", [](AttentionParams& p) { p.k.strides.seq = int64_t{1} << 62; },
+     StatusCode::kInvalidArgument, "overflow"},
+    {"misaligned_lse",
+     [](AttentionParams& p) { p.lse = reinterpret_cast<float*>(uintptr_t{(1ull << 40) + 2}); },
+     StatusCode::kInvalidArgument, "lse"},
 };
 
 INSTANTIATE_TEST_SUITE_P(BadArguments, ValidationTest, ::testing::ValuesIn(kBadCases),
@@ -131,7 +160,8 @@ TEST(CApi, ReportsErrorsWithMessages) {
   flashcore_attention_params p;
   flashcore_attention_params_init(&p);
   EXPECT_EQ(p.window_left, -1);
-  EXPECT_EQ(p.enable_pdl, 1) << "init turns programmatic dependent launch on, as AttentionParams does";
+  EXPECT_EQ(p.enable_pdl, 1)
+      << "init turns programmatic dependent launch on, as AttentionParams does";
   EXPECT_TRUE(AttentionParams{}.enable_pdl);
   p.backend = "fastest-please";
   EXPECT_EQ(flashcore_attention(&p, nullptr), FLASHCORE_INVALID_ARGUMENT);

@@ -26,27 +26,82 @@ std::vector<AttentionCase> backend_cases() {
         cases.push_back(c);
       };
       add({.batch = 2, .seqlen_q = 128, .seqlen_k = 128, .heads_q = 4, .heads_kv = 4});
-      add({.batch = 1, .seqlen_q = 127, .seqlen_k = 1000, .heads_q = 4, .heads_kv = 2, .causal = true});
+      add({.batch = 1,
+           .seqlen_q = 127,
+           .seqlen_k = 1000,
+           .heads_q = 4,
+           .heads_kv = 2,
+           .causal = true});
       // Sq > Sk with causal: the first Sq - Sk rows see no key at all (O = 0, LSE = -inf).
-      add({.batch = 1, .seqlen_q = 1000, .seqlen_k = 127, .heads_q = 2, .heads_kv = 1, .causal = true});
-      add({.batch = 2, .seqlen_q = 1000, .seqlen_k = 1000, .heads_q = 2, .heads_kv = 2,
-           .window_left = 64, .window_right = 0, .layout = Layout::kBHSD});
-      add({.batch = 1, .seqlen_q = 7, .seqlen_k = 4097, .heads_q = 8, .heads_kv = 1,
-           .window_left = 300, .window_right = 40, .softcap = 30.f});
-      add({.batch = 3, .seqlen_q = 1, .seqlen_k = 4097, .heads_q = 8, .heads_kv = 1});  // decode, MQA
-      add({.batch = 1, .seqlen_q = 4097, .seqlen_k = 7, .heads_q = 2, .heads_kv = 2,
-           .softmax_scale = 0.3f, .layout = Layout::kPadded});
-      add({.batch = 2, .seqlen_q = 1, .seqlen_k = 1, .heads_q = 8, .heads_kv = 2, .with_lse = false});
-      add({.batch = 1, .seqlen_q = 128, .seqlen_k = 1000, .heads_q = 8, .heads_kv = 1,
-           .causal = true, .window_left = 100, .softcap = 10.f, .layout = Layout::kPadded});
+      add({.batch = 1,
+           .seqlen_q = 1000,
+           .seqlen_k = 127,
+           .heads_q = 2,
+           .heads_kv = 1,
+           .causal = true});
+      add({.batch = 2,
+           .seqlen_q = 1000,
+           .seqlen_k = 1000,
+           .heads_q = 2,
+           .heads_kv = 2,
+           .window_left = 64,
+           .window_right = 0,
+           .layout = Layout::kBHSD});
+      add({.batch = 1,
+           .seqlen_q = 7,
+           .seqlen_k = 4097,
+           .heads_q = 8,
+           .heads_kv = 1,
+           .window_left = 300,
+           .window_right = 40,
+           .softcap = 30.f});
+      add({.batch = 3,
+           .seqlen_q = 1,
+           .seqlen_k = 4097,
+           .heads_q = 8,
+           .heads_kv = 1});  // decode, MQA
+      add({.batch = 1,
+           .seqlen_q = 4097,
+           .seqlen_k = 7,
+           .heads_q = 2,
+           .heads_kv = 2,
+           .softmax_scale = 0.3f,
+           .layout = Layout::kPadded});
+      add({.batch = 2,
+           .seqlen_q = 1,
+           .seqlen_k = 1,
+           .heads_q = 8,
+           .heads_kv = 2,
+           .with_lse = false});
+      add({.batch = 1,
+           .seqlen_q = 128,
+           .seqlen_k = 1000,
+           .heads_q = 8,
+           .heads_kv = 1,
+           .causal = true,
+           .window_left = 100,
+           .softcap = 10.f,
+           .layout = Layout::kPadded});
     }
     // Long causal self-attention at both tile-boundary-odd lengths, one head dim per dtype.
-    cases.push_back({.dtype = dtype, .batch = 1, .seqlen_q = 4097, .seqlen_k = 4097, .heads_q = 2,
-                     .heads_kv = 1, .head_dim = 64, .causal = true});
+    cases.push_back({.dtype = dtype,
+                     .batch = 1,
+                     .seqlen_q = 4097,
+                     .seqlen_k = 4097,
+                     .heads_q = 2,
+                     .heads_kv = 1,
+                     .head_dim = 64,
+                     .causal = true});
     // Head dims beyond the required set: implemented by some backends, rejected cleanly by others.
     for (int64_t d : {32, 96, 192}) {
-      cases.push_back({.dtype = dtype, .batch = 1, .seqlen_q = 127, .seqlen_k = 128, .heads_q = 4,
-                       .heads_kv = 2, .head_dim = d, .causal = true});
+      cases.push_back({.dtype = dtype,
+                       .batch = 1,
+                       .seqlen_q = 127,
+                       .seqlen_k = 128,
+                       .heads_q = 4,
+                       .heads_kv = 2,
+                       .head_dim = d,
+                       .causal = true});
     }
   }
   return cases;
@@ -64,7 +119,8 @@ void check_backend(const AttentionCase& c, CaseData& data, Backend backend, Tile
   if (!can.ok()) {
     ASSERT_EQ(can.code, StatusCode::kUnsupported) << can.message;
     EXPECT_EQ(kRequiredHeadDims.count(c.head_dim), 0u)
-        << backend_name(backend) << " must implement head_dim " << c.head_dim << ": " << can.message;
+        << backend_name(backend) << " must implement head_dim " << c.head_dim << ": "
+        << can.message;
     std::cout << "[  NOTE    ] " << backend_name(backend) << " rejects " << c.name() << ": "
               << can.message << "\n";
     return;
@@ -117,7 +173,8 @@ void check_warpgroup_tile(const AttentionCase& c, CaseData& data, TileShape tile
 void check_all_backends(const AttentionCase& c, int num_splits) {
   CaseData data(c);
   data.compute_reference();
-  SCOPED_TRACE("seed " + std::to_string(data.seed()) + ", num_splits " + std::to_string(num_splits));
+  SCOPED_TRACE("seed " + std::to_string(data.seed()) + ", num_splits " +
+               std::to_string(num_splits));
   for (Backend backend : backends()) {
     check_backend(c, data, backend, TileShape::kAuto, num_splits);
     if (backend == Backend::kSm80) {
@@ -149,18 +206,37 @@ TEST_P(SplitKvTest, AnySplitCountMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Splits, SplitKvTest,
-    ::testing::Combine(
-        ::testing::Values(
-            AttentionCase{.batch = 1, .seqlen_q = 512, .seqlen_k = 512, .heads_q = 8, .heads_kv = 8,
-                          .head_dim = 64},
-            AttentionCase{.dtype = DType::kBFloat16, .batch = 2, .seqlen_q = 1, .seqlen_k = 1000,
-                          .heads_q = 16, .heads_kv = 2, .head_dim = 128},
-            AttentionCase{.batch = 1, .seqlen_q = 300, .seqlen_k = 777, .heads_q = 2, .heads_kv = 1,
-                          .head_dim = 256, .causal = true, .window_left = 200},
-            AttentionCase{.dtype = DType::kBFloat16, .batch = 1, .seqlen_q = 1000, .seqlen_k = 127,
-                          .heads_q = 4, .heads_kv = 4, .head_dim = 64, .causal = true,
-                          .softcap = 5.f}),
-        ::testing::Values(1, 3, 7, 64)),
+    ::testing::Combine(::testing::Values(AttentionCase{.batch = 1,
+                                                       .seqlen_q = 512,
+                                                       .seqlen_k = 512,
+                                                       .heads_q = 8,
+                                                       .heads_kv = 8,
+                                                       .head_dim = 64},
+                                         AttentionCase{.dtype = DType::kBFloat16,
+                                                       .batch = 2,
+                                                       .seqlen_q = 1,
+                                                       .seqlen_k = 1000,
+                                                       .heads_q = 16,
+                                                       .heads_kv = 2,
+                                                       .head_dim = 128},
+                                         AttentionCase{.batch = 1,
+                                                       .seqlen_q = 300,
+                                                       .seqlen_k = 777,
+                                                       .heads_q = 2,
+                                                       .heads_kv = 1,
+                                                       .head_dim = 256,
+                                                       .causal = true,
+                                                       .window_left = 200},
+                                         AttentionCase{.dtype = DType::kBFloat16,
+                                                       .batch = 1,
+                                                       .seqlen_q = 1000,
+                                                       .seqlen_k = 127,
+                                                       .heads_q = 4,
+                                                       .heads_kv = 4,
+                                                       .head_dim = 64,
+                                                       .causal = true,
+                                                       .softcap = 5.f}),
+                       ::testing::Values(1, 3, 7, 64)),
     [](const auto& info) {
       return std::get<0>(info.param).name() + "_splits" + std::to_string(std::get<1>(info.param));
     });

@@ -16,10 +16,13 @@ __global__ void transpose_tile_through_smem(const float* in, float* out) {
   using namespace cute;
   __shared__ float smem[kTile * kTile];
   // Row-major global tile in, column-major global tile out: a transpose.
-  Tensor g_in = make_tensor(make_gmem_ptr(in), make_layout(make_shape(Int<kTile>{}, Int<kTile>{}), LayoutRight{}));
-  Tensor g_out = make_tensor(make_gmem_ptr(out), make_layout(make_shape(Int<kTile>{}, Int<kTile>{}), LayoutLeft{}));
+  Tensor g_in = make_tensor(make_gmem_ptr(in),
+                            make_layout(make_shape(Int<kTile>{}, Int<kTile>{}), LayoutRight{}));
+  Tensor g_out = make_tensor(make_gmem_ptr(out),
+                             make_layout(make_shape(Int<kTile>{}, Int<kTile>{}), LayoutLeft{}));
   // XOR-swizzled shared layout: the column reads below hit 32 distinct banks.
-  auto swizzled = composition(Swizzle<5, 0, 5>{}, make_layout(make_shape(Int<kTile>{}, Int<kTile>{}), LayoutRight{}));
+  auto swizzled = composition(Swizzle<5, 0, 5>{},
+                              make_layout(make_shape(Int<kTile>{}, Int<kTile>{}), LayoutRight{}));
   Tensor s = make_tensor(make_smem_ptr(smem), swizzled);
   auto threads = make_layout(make_shape(Int<kTile>{}, Int<kTile / 4>{}), LayoutRight{});
   copy(local_partition(g_in, threads, threadIdx.x), local_partition(s, threads, threadIdx.x));

@@ -7,9 +7,8 @@
 // the poison: that proves the window is real, so a missing wait could not pass.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -58,19 +57,52 @@ struct DependentCase {
 std::vector<DependentCase> dependent_cases() {
   return {
       {{.batch = 1, .seqlen_q = 512, .seqlen_k = 512, .heads_q = 8, .heads_kv = 8, .head_dim = 64},
-       TileShape::kAuto, 0, "canonical shape, auto (small-grid tile)"},
-      {{.dtype = DType::kBFloat16, .batch = 1, .seqlen_q = 300, .seqlen_k = 777, .heads_q = 4,
-        .heads_kv = 2, .head_dim = 128, .causal = true},
-       TileShape::kSmall, 0, "small tile, hd128"},
-      {{.batch = 1, .seqlen_q = 512, .seqlen_k = 512, .heads_q = 12, .heads_kv = 12, .head_dim = 64},
-       TileShape::kWarpgroup, 0, "warpgroup tile"},
-      {{.batch = 1, .seqlen_q = 512, .seqlen_k = 512, .heads_q = 32, .heads_kv = 32, .head_dim = 64},
-       TileShape::kWarpgroupPair, 0, "cluster-pair tile"},
+       TileShape::kAuto,
+       0,
+       "canonical shape, auto (small-grid tile)"},
+      {{.dtype = DType::kBFloat16,
+        .batch = 1,
+        .seqlen_q = 300,
+        .seqlen_k = 777,
+        .heads_q = 4,
+        .heads_kv = 2,
+        .head_dim = 128,
+        .causal = true},
+       TileShape::kSmall,
+       0,
+       "small tile, hd128"},
+      {{.batch = 1,
+        .seqlen_q = 512,
+        .seqlen_k = 512,
+        .heads_q = 12,
+        .heads_kv = 12,
+        .head_dim = 64},
+       TileShape::kWarpgroup,
+       0,
+       "warpgroup tile"},
+      {{.batch = 1,
+        .seqlen_q = 512,
+        .seqlen_k = 512,
+        .heads_q = 32,
+        .heads_kv = 32,
+        .head_dim = 64},
+       TileShape::kWarpgroupPair,
+       0,
+       "cluster-pair tile"},
       {{.batch = 3, .seqlen_q = 1, .seqlen_k = 4097, .heads_q = 8, .heads_kv = 1, .head_dim = 128},
-       TileShape::kSmall, 7, "decode with split-KV (launched plainly)"},
+       TileShape::kSmall,
+       7,
+       "decode with split-KV (launched plainly)"},
       // The large tile has no wait and must be launched plainly even when PDL is asked for.
-      {{.batch = 2, .seqlen_q = 1000, .seqlen_k = 1000, .heads_q = 8, .heads_kv = 8, .head_dim = 256},
-       TileShape::kLarge, 3, "large tile with split-KV"},
+      {{.batch = 2,
+        .seqlen_q = 1000,
+        .seqlen_k = 1000,
+        .heads_q = 8,
+        .heads_kv = 8,
+        .head_dim = 256},
+       TileShape::kLarge,
+       3,
+       "large tile with split-KV"},
   };
 }
 

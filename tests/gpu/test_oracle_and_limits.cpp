@@ -28,16 +28,33 @@ TEST_P(OracleTest, MatchesFloat64Reference) {
   EXPECT_LE(e.lse_max_abs, 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, OracleTest,
-    ::testing::Values(
-        AttentionCase{.batch = 2, .seqlen_q = 127, .seqlen_k = 1000, .heads_q = 4, .heads_kv = 2,
-                      .head_dim = 128, .causal = true, .softcap = 20.f, .layout = Layout::kBHSD},
-        AttentionCase{.dtype = DType::kBFloat16, .batch = 1, .seqlen_q = 1000, .seqlen_k = 127,
-                      .heads_q = 8, .heads_kv = 1, .head_dim = 256, .window_left = 16, .window_right = 3},
-        AttentionCase{.batch = 1, .seqlen_q = 1, .seqlen_k = 4097, .heads_q = 2, .heads_kv = 2,
-                      .head_dim = 64, .layout = Layout::kPadded}),
-    [](const auto& info) { return info.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Shapes, OracleTest,
+                         ::testing::Values(AttentionCase{.batch = 2,
+                                                         .seqlen_q = 127,
+                                                         .seqlen_k = 1000,
+                                                         .heads_q = 4,
+                                                         .heads_kv = 2,
+                                                         .head_dim = 128,
+                                                         .causal = true,
+                                                         .softcap = 20.f,
+                                                         .layout = Layout::kBHSD},
+                                           AttentionCase{.dtype = DType::kBFloat16,
+                                                         .batch = 1,
+                                                         .seqlen_q = 1000,
+                                                         .seqlen_k = 127,
+                                                         .heads_q = 8,
+                                                         .heads_kv = 1,
+                                                         .head_dim = 256,
+                                                         .window_left = 16,
+                                                         .window_right = 3},
+                                           AttentionCase{.batch = 1,
+                                                         .seqlen_q = 1,
+                                                         .seqlen_k = 4097,
+                                                         .heads_q = 2,
+                                                         .heads_kv = 2,
+                                                         .head_dim = 64,
+                                                         .layout = Layout::kPadded}),
+                         [](const auto& info) { return info.param.name(); });
 
 // Shapes the CPU reference would take minutes on: every backend against the fp32 oracle.
 class LargeShapeTest : public ::testing::TestWithParam<AttentionCase> {};
@@ -49,7 +66,8 @@ TEST_P(LargeShapeTest, BackendsMatchOracle) {
   SCOPED_TRACE("seed " + std::to_string(data.seed()));
   const OracleOutput oracle = run_oracle(data);
   for (Backend backend : backends()) {
-    if (backend == Backend::kScalar || backend == Backend::kWmma) continue;  // teaching kernels: slow here
+    if (backend == Backend::kScalar || backend == Backend::kWmma)
+      continue;  // teaching kernels: slow here
     SCOPED_TRACE(std::string("backend ") + backend_name(backend));
     data.poison_outputs();
     const Status status = run(data.params(backend), nullptr);
@@ -66,32 +84,57 @@ TEST_P(LargeShapeTest, BackendsMatchOracle) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, LargeShapeTest,
-    ::testing::Values(
-        AttentionCase{.dtype = DType::kBFloat16, .batch = 2, .seqlen_q = 4096, .seqlen_k = 4096,
-                      .heads_q = 16, .heads_kv = 16, .head_dim = 128},
-        AttentionCase{.dtype = DType::kBFloat16, .batch = 2, .seqlen_q = 4096, .seqlen_k = 4096,
-                      .heads_q = 16, .heads_kv = 16, .head_dim = 128, .causal = true},
-        AttentionCase{.batch = 8, .seqlen_q = 1, .seqlen_k = 16384, .heads_q = 32, .heads_kv = 8,
-                      .head_dim = 128},
-        AttentionCase{.batch = 1, .seqlen_q = 2048, .seqlen_k = 8192, .heads_q = 8, .heads_kv = 8,
-                      .head_dim = 256, .causal = true, .window_left = 1024}),
-    [](const auto& info) { return info.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Shapes, LargeShapeTest,
+                         ::testing::Values(AttentionCase{.dtype = DType::kBFloat16,
+                                                         .batch = 2,
+                                                         .seqlen_q = 4096,
+                                                         .seqlen_k = 4096,
+                                                         .heads_q = 16,
+                                                         .heads_kv = 16,
+                                                         .head_dim = 128},
+                                           AttentionCase{.dtype = DType::kBFloat16,
+                                                         .batch = 2,
+                                                         .seqlen_q = 4096,
+                                                         .seqlen_k = 4096,
+                                                         .heads_q = 16,
+                                                         .heads_kv = 16,
+                                                         .head_dim = 128,
+                                                         .causal = true},
+                                           AttentionCase{.batch = 8,
+                                                         .seqlen_q = 1,
+                                                         .seqlen_k = 16384,
+                                                         .heads_q = 32,
+                                                         .heads_kv = 8,
+                                                         .head_dim = 128},
+                                           AttentionCase{.batch = 1,
+                                                         .seqlen_q = 2048,
+                                                         .seqlen_k = 8192,
+                                                         .heads_q = 8,
+                                                         .heads_kv = 8,
+                                                         .head_dim = 256,
+                                                         .causal = true,
+                                                         .window_left = 1024}),
+                         [](const auto& info) { return info.param.name(); });
 
 // K and V whose second batch starts past 2^31 elements: 32-bit offsets would read batch 0 again.
 TEST(LargeOffsets, BatchStrideBeyondTwoToThe31) {
   FLASHCORE_REQUIRE_GPU();
   constexpr int64_t kBatch = 2, kSeq = 64, kHeads = 2, kDim = 64;
   constexpr int64_t kHugeStride = (int64_t{1} << 31) + 1024;  // a multiple of 8 elements
-  const AttentionCase c{.batch = kBatch, .seqlen_q = kSeq, .seqlen_k = kSeq, .heads_q = kHeads,
-                        .heads_kv = kHeads, .head_dim = kDim};
+  const AttentionCase c{.batch = kBatch,
+                        .seqlen_q = kSeq,
+                        .seqlen_k = kSeq,
+                        .heads_q = kHeads,
+                        .heads_kv = kHeads,
+                        .head_dim = kDim};
   CaseData data(c);  // Q and O contiguous; K and V copied below into huge-stride buffers
   data.compute_reference();
 
-  const size_t huge_elements = static_cast<size_t>(kHugeStride * (kBatch - 1) + kSeq * kHeads * kDim);
+  const size_t huge_elements =
+      static_cast<size_t>(kHugeStride * (kBatch - 1) + kSeq * kHeads * kDim);
   DeviceBuffer k(huge_elements * 2), v(huge_elements * 2);
-  if (k.get() == nullptr || v.get() == nullptr) GTEST_SKIP() << "GPU lacks 2 x 4.3 GB for this test";
+  if (k.get() == nullptr || v.get() == nullptr)
+    GTEST_SKIP() << "GPU lacks 2 x 4.3 GB for this test";
   AttentionParams base = data.params(Backend::kAuto);
   const size_t batch_bytes = static_cast<size_t>(kSeq * kHeads * kDim) * 2;
   for (int64_t b = 0; b < kBatch; ++b) {
@@ -141,8 +184,13 @@ TEST(FailedCalls, WriteNothing) {
 
 TEST(CApi, RunsAndNamesTheProvider) {
   FLASHCORE_REQUIRE_GPU();
-  const AttentionCase c{.batch = 1, .seqlen_q = 33, .seqlen_k = 65, .heads_q = 4, .heads_kv = 1,
-                        .head_dim = 64, .causal = true};
+  const AttentionCase c{.batch = 1,
+                        .seqlen_q = 33,
+                        .seqlen_k = 65,
+                        .heads_q = 4,
+                        .heads_kv = 1,
+                        .head_dim = 64,
+                        .causal = true};
   CaseData data(c);
   data.compute_reference();
   data.poison_outputs();

@@ -15,14 +15,14 @@ namespace flashcore::testing {
 namespace {
 
 // Skips (loudly) unless the device is an sm_90 GPU and this build has the sm90 kernels.
-#define FLASHCORE_REQUIRE_SM90(params)                                                   \
-  do {                                                                                   \
-    FLASHCORE_REQUIRE_GPU();                                                             \
-    cudaDeviceProp device{};                                                             \
-    CUDA_ASSERT_OK(cudaGetDeviceProperties(&device, 0));                                 \
-    if (device.major != 9) GTEST_SKIP() << "sm90 test skipped: the GPU is not sm_90";    \
-    const Status can = can_implement(params);                                            \
-    ASSERT_TRUE(can.ok()) << "sm90 must run on an sm_90 GPU: " << can.message;           \
+#define FLASHCORE_REQUIRE_SM90(params)                                                \
+  do {                                                                                \
+    FLASHCORE_REQUIRE_GPU();                                                          \
+    cudaDeviceProp device{};                                                          \
+    CUDA_ASSERT_OK(cudaGetDeviceProperties(&device, 0));                              \
+    if (device.major != 9) GTEST_SKIP() << "sm90 test skipped: the GPU is not sm_90"; \
+    const Status can = can_implement(params);                                         \
+    ASSERT_TRUE(can.ok()) << "sm90 must run on an sm_90 GPU: " << can.message;        \
   } while (0)
 
 void expect_matches(const AttentionCase& c, CaseData& data, const std::vector<double>& ref_o,
@@ -65,11 +65,24 @@ std::vector<AttentionCase> head_dim_cases() {
     const DType dtype = (d / 8) % 2 == 0 ? DType::kBFloat16 : DType::kFloat16;
     // Alternate the features so every head dim meets a tail, GQA and a mask or padded strides.
     if (d % 16 == 0) {
-      cases.push_back({.dtype = dtype, .batch = 2, .seqlen_q = 127, .seqlen_k = 300, .heads_q = 4,
-                       .heads_kv = 2, .head_dim = d, .causal = true});
+      cases.push_back({.dtype = dtype,
+                       .batch = 2,
+                       .seqlen_q = 127,
+                       .seqlen_k = 300,
+                       .heads_q = 4,
+                       .heads_kv = 2,
+                       .head_dim = d,
+                       .causal = true});
     } else {
-      cases.push_back({.dtype = dtype, .batch = 1, .seqlen_q = 200, .seqlen_k = 129, .heads_q = 2,
-                       .heads_kv = 1, .head_dim = d, .window_left = 50, .softcap = 15.f,
+      cases.push_back({.dtype = dtype,
+                       .batch = 1,
+                       .seqlen_q = 200,
+                       .seqlen_k = 129,
+                       .heads_q = 2,
+                       .heads_kv = 1,
+                       .head_dim = d,
+                       .window_left = 50,
+                       .softcap = 15.f,
                        .layout = Layout::kPadded});
     }
   }
@@ -95,16 +108,38 @@ INSTANTIATE_TEST_SUITE_P(
     Edges, Sm90SchedulerTest,
     ::testing::Values(
         // 560 causal tiles over at most 132 CTAs: each CTA runs several, longest first.
-        AttentionCase{.batch = 2, .seqlen_q = 777, .seqlen_k = 1500, .heads_q = 40, .heads_kv = 10,
-                      .head_dim = 64, .causal = true},
+        AttentionCase{.batch = 2,
+                      .seqlen_q = 777,
+                      .seqlen_k = 1500,
+                      .heads_q = 40,
+                      .heads_kv = 10,
+                      .head_dim = 64,
+                      .causal = true},
         // Long keys make head groups of 3 (K/V sized to L2), with a partial last group.
-        AttentionCase{.dtype = DType::kBFloat16, .batch = 1, .seqlen_q = 300, .seqlen_k = 16384,
-                      .heads_q = 8, .heads_kv = 8, .head_dim = 128},
+        AttentionCase{.dtype = DType::kBFloat16,
+                      .batch = 1,
+                      .seqlen_q = 300,
+                      .seqlen_k = 16384,
+                      .heads_q = 8,
+                      .heads_kv = 8,
+                      .head_dim = 128},
         // Fewer tiles than SMs, and a tile count that is not a multiple of the grid.
-        AttentionCase{.batch = 3, .seqlen_q = 129, .seqlen_k = 2000, .heads_q = 5, .heads_kv = 5,
-                      .head_dim = 256, .window_left = 700, .window_right = 20},
-        AttentionCase{.dtype = DType::kBFloat16, .batch = 4, .seqlen_q = 2048, .seqlen_k = 2048,
-                      .heads_q = 33, .heads_kv = 3, .head_dim = 96, .causal = true,
+        AttentionCase{.batch = 3,
+                      .seqlen_q = 129,
+                      .seqlen_k = 2000,
+                      .heads_q = 5,
+                      .heads_kv = 5,
+                      .head_dim = 256,
+                      .window_left = 700,
+                      .window_right = 20},
+        AttentionCase{.dtype = DType::kBFloat16,
+                      .batch = 4,
+                      .seqlen_q = 2048,
+                      .seqlen_k = 2048,
+                      .heads_q = 33,
+                      .heads_kv = 3,
+                      .head_dim = 96,
+                      .causal = true,
                       .layout = Layout::kBHSD}),
     [](const auto& info) { return info.param.name(); });
 
@@ -114,11 +149,16 @@ TEST(Sm90Auto, PicksSm90ForLargeGridsOnly) {
   cudaDeviceProp device{};
   CUDA_ASSERT_OK(cudaGetDeviceProperties(&device, 0));
   if (device.major != 9) GTEST_SKIP() << "sm90 test skipped: the GPU is not sm_90";
-  CaseData large({.dtype = DType::kBFloat16, .batch = 4, .seqlen_q = 2048, .seqlen_k = 2048,
-                  .heads_q = 16, .heads_kv = 16, .head_dim = 128});
+  CaseData large({.dtype = DType::kBFloat16,
+                  .batch = 4,
+                  .seqlen_q = 2048,
+                  .seqlen_k = 2048,
+                  .heads_q = 16,
+                  .heads_kv = 16,
+                  .head_dim = 128});
   EXPECT_EQ(resolve_backend(large.params(Backend::kAuto)), Backend::kSm90);
-  CaseData decode({.batch = 4, .seqlen_q = 1, .seqlen_k = 4096, .heads_q = 32, .heads_kv = 8,
-                   .head_dim = 128});
+  CaseData decode(
+      {.batch = 4, .seqlen_q = 1, .seqlen_k = 4096, .heads_q = 32, .heads_kv = 8, .head_dim = 128});
   EXPECT_EQ(resolve_backend(decode.params(Backend::kAuto)), Backend::kSm80);
   CaseData canonical({.batch = 1, .seqlen_q = 512, .seqlen_k = 512, .heads_q = 8, .heads_kv = 8});
   EXPECT_EQ(resolve_backend(canonical.params(Backend::kAuto)), Backend::kSm80);

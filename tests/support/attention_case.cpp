@@ -34,7 +34,8 @@ Strides layout_strides(Layout layout, int64_t seqlen, int64_t heads, int64_t hea
 
 size_t allocation_elements(const Strides& s, int64_t batch, int64_t seqlen, int64_t heads,
                            int64_t head_dim, Layout layout) {
-  const int64_t last = (batch - 1) * s.batch + (seqlen - 1) * s.seq + (heads - 1) * s.head + head_dim;
+  const int64_t last =
+      (batch - 1) * s.batch + (seqlen - 1) * s.seq + (heads - 1) * s.head + head_dim;
   // Padded tensors also own the padding after their last row, so it can be checked for writes.
   return static_cast<size_t>(layout == Layout::kPadded ? batch * s.batch : last);
 }
@@ -45,8 +46,9 @@ int64_t offset(const Strides& s, int64_t b, int64_t i, int64_t h) {
 
 CaseTensor make_tensor(const AttentionCase& c, int64_t seqlen, int64_t heads, std::mt19937_64* rng,
                        bool fill) {
-  CaseTensor t{c.batch, seqlen, heads, c.head_dim, layout_strides(c.layout, seqlen, heads, c.head_dim),
-               0, {}, {}};
+  CaseTensor t{
+      c.batch, seqlen, heads, c.head_dim, layout_strides(c.layout, seqlen, heads, c.head_dim),
+      0,       {},     {}};
   t.elements = allocation_elements(t.strides, c.batch, seqlen, heads, c.head_dim, c.layout);
   t.device = DeviceBuffer(t.elements * sizeof(uint16_t));
   if (!fill) return t;
@@ -92,7 +94,8 @@ std::string AttentionCase::name() const {
   if (causal) out << "_causal";
   // Test names allow only [A-Za-z0-9_]: an unbounded side is written "inf".
   auto side = [](int64_t w) { return w < 0 ? std::string("inf") : std::to_string(w); };
-  if (window_left >= 0 || window_right >= 0) out << "_win" << side(window_left) << "x" << side(window_right);
+  if (window_left >= 0 || window_right >= 0)
+    out << "_win" << side(window_left) << "x" << side(window_right);
   if (softcap > 0) out << "_softcap" << static_cast<int>(softcap);
   if (softmax_scale != 0) out << "_scaled";
   if (layout == Layout::kBHSD) out << "_bhsd";
@@ -182,14 +185,16 @@ void CaseData::poison_outputs() {
 }
 
 void CaseData::compute_reference() {
-  reference::cpu_attention(params(Backend::kAuto), q_.values, k_.values, v_.values, &ref_o_, &ref_lse_);
+  reference::cpu_attention(params(Backend::kAuto), q_.values, k_.values, v_.values, &ref_o_,
+                           &ref_lse_);
 }
 
 std::vector<double> CaseData::read_o(bool* padding_untouched) const {
   std::vector<uint16_t> bits(o_.elements);
   cudaMemcpy(bits.data(), o_.device.get(), bits.size() * sizeof(uint16_t), cudaMemcpyDeviceToHost);
   std::vector<bool> is_element(bits.size(), false);
-  std::vector<double> values(static_cast<size_t>(c_.batch * c_.seqlen_q * c_.heads_q * c_.head_dim));
+  std::vector<double> values(
+      static_cast<size_t>(c_.batch * c_.seqlen_q * c_.heads_q * c_.head_dim));
   size_t index = 0;
   for (int64_t b = 0; b < c_.batch; ++b) {
     for (int64_t i = 0; i < c_.seqlen_q; ++i) {
@@ -215,8 +220,9 @@ std::vector<float> CaseData::read_lse() const {
   return lse;
 }
 
-Errors compare(const AttentionCase& c, const std::vector<double>& o, const std::vector<double>& ref_o,
-               const std::vector<float>* lse, const std::vector<double>& ref_lse) {
+Errors compare(const AttentionCase& c, const std::vector<double>& o,
+               const std::vector<double>& ref_o, const std::vector<float>* lse,
+               const std::vector<double>& ref_lse) {
   Errors e;
   double diff2 = 0, ref2 = 0;
   for (size_t i = 0; i < o.size(); ++i) {
@@ -236,7 +242,9 @@ Errors compare(const AttentionCase& c, const std::vector<double>& o, const std::
         if (masked) {
           bool zero = true;
           for (int64_t d = 0; d < c.head_dim; ++d) {
-            zero &= o[static_cast<size_t>(((b * c.seqlen_q + i) * c.heads_q + h) * c.head_dim + d)] == 0.0;
+            zero &=
+                o[static_cast<size_t>(((b * c.seqlen_q + i) * c.heads_q + h) * c.head_dim + d)] ==
+                0.0;
           }
           const bool lse_ok = lse == nullptr || (std::isinf((*lse)[row]) && (*lse)[row] < 0);
           if (!zero || !lse_ok) ++e.masked_row_errors;
@@ -267,7 +275,8 @@ OracleOutput run_oracle(const CaseData& data) {
   EXPECT_TRUE(s.ok()) << s.message;
   std::vector<float> o_host(o_elements), lse_host(rows);
   EXPECT_EQ(cudaMemcpy(o_host.data(), o.get(), o.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(lse_host.data(), lse.get(), lse.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(lse_host.data(), lse.get(), lse.bytes(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
   return {std::vector<double>(o_host.begin(), o_host.end()),
           std::vector<double>(lse_host.begin(), lse_host.end())};
 }

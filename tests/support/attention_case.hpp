@@ -16,17 +16,18 @@ namespace flashcore::testing {
 
 // Skips the test, loudly, when there is no usable CUDA device.
 bool cuda_device_available(std::string* why);
-#define FLASHCORE_REQUIRE_GPU()                                 \
-  do {                                                          \
-    std::string why_no_gpu;                                     \
+#define FLASHCORE_REQUIRE_GPU()                                    \
+  do {                                                             \
+    std::string why_no_gpu;                                        \
     if (!::flashcore::testing::cuda_device_available(&why_no_gpu)) \
-      GTEST_SKIP() << "GPU test skipped: " << why_no_gpu;      \
+      GTEST_SKIP() << "GPU test skipped: " << why_no_gpu;          \
   } while (0)
 
-#define CUDA_ASSERT_OK(expr)                                                  \
-  do {                                                                        \
-    const cudaError_t cuda_assert_err = (expr);                               \
-    ASSERT_EQ(cuda_assert_err, cudaSuccess) << #expr << ": " << cudaGetErrorString(cuda_assert_err); \
+#define CUDA_ASSERT_OK(expr)                                     \
+  do {                                                           \
+    const cudaError_t cuda_assert_err = (expr);                  \
+    ASSERT_EQ(cuda_assert_err, cudaSuccess)                      \
+        << #expr << ": " << cudaGetErrorString(cuda_assert_err); \
   } while (0)
 
 // How a tensor is laid out in memory; every layout is passed to the API through strides.
@@ -78,8 +79,8 @@ class DeviceBuffer {
 struct CaseTensor {
   int64_t batch, seqlen, heads, head_dim;
   Strides strides;
-  size_t elements;                 // of the allocation, padding included
-  std::vector<double> values;      // contiguous BSHD, exactly representable in the dtype
+  size_t elements;             // of the allocation, padding included
+  std::vector<double> values;  // contiguous BSHD, exactly representable in the dtype
   DeviceBuffer device;
 };
 
@@ -116,14 +117,15 @@ class CaseData {
 };
 
 struct Errors {
-  double rel_l2 = 0;         // ||out - ref|| / ||ref|| over O
-  double lse_max_abs = 0;    // over rows with finite reference LSE
-  int64_t nan_count = 0;     // NaN or inf in O, or NaN in LSE
+  double rel_l2 = 0;              // ||out - ref|| / ||ref|| over O
+  double lse_max_abs = 0;         // over rows with finite reference LSE
+  int64_t nan_count = 0;          // NaN or inf in O, or NaN in LSE
   int64_t masked_row_errors = 0;  // fully masked rows whose O != 0 or LSE != -inf
 };
 // lse may be null (not requested); ref_lse always marks the fully masked rows (-inf).
-Errors compare(const AttentionCase& c, const std::vector<double>& o, const std::vector<double>& ref_o,
-               const std::vector<float>* lse, const std::vector<double>& ref_lse);
+Errors compare(const AttentionCase& c, const std::vector<double>& o,
+               const std::vector<double>& ref_o, const std::vector<float>* lse,
+               const std::vector<double>& ref_lse);
 
 // The fp32 GPU oracle's O and LSE for a case, for shapes too large for the CPU reference. Failures
 // are reported as test failures (EXPECT).

@@ -56,7 +56,8 @@ void fill_random(DType dtype, uint64_t seed, size_t n, std::vector<uint16_t>* bi
   if (exact != nullptr) exact->resize(n);
   uint64_t state = seed;
   for (size_t i = 0; i < n; ++i) {
-    const float x = static_cast<float>(static_cast<double>(next_random(&state) >> 11) * 0x1.0p-52 - 1.0);
+    const float x =
+        static_cast<float>(static_cast<double>(next_random(&state) >> 11) * 0x1.0p-52 - 1.0);
     float rounded;
     if (dtype == DType::kFloat16) {
       const __half h = __float2half_rn(x);
@@ -90,10 +91,14 @@ AttentionParams CaseData::params(int set) const {
   p.heads_q = case_.heads_q;
   p.heads_kv = case_.heads_kv;
   p.head_dim = case_.head_dim;
-  p.q = {q_.empty() ? nullptr : q_[set], dtype_, bshd_strides(case_.seqlen_q, case_.heads_q, case_.head_dim)};
-  p.k = {k_.empty() ? nullptr : k_[set], dtype_, bshd_strides(case_.seqlen_k, case_.heads_kv, case_.head_dim)};
-  p.v = {v_.empty() ? nullptr : v_[set], dtype_, bshd_strides(case_.seqlen_k, case_.heads_kv, case_.head_dim)};
-  p.o = {o_.empty() ? nullptr : o_[set], dtype_, bshd_strides(case_.seqlen_q, case_.heads_q, case_.head_dim)};
+  p.q = {q_.empty() ? nullptr : q_[set], dtype_,
+         bshd_strides(case_.seqlen_q, case_.heads_q, case_.head_dim)};
+  p.k = {k_.empty() ? nullptr : k_[set], dtype_,
+         bshd_strides(case_.seqlen_k, case_.heads_kv, case_.head_dim)};
+  p.v = {v_.empty() ? nullptr : v_[set], dtype_,
+         bshd_strides(case_.seqlen_k, case_.heads_kv, case_.head_dim)};
+  p.o = {o_.empty() ? nullptr : o_[set], dtype_,
+         bshd_strides(case_.seqlen_q, case_.heads_q, case_.head_dim)};
   p.causal = case_.causal;
   p.window_left = case_.window_left;
   return p;
@@ -117,7 +122,8 @@ bool CaseData::prepare(const Case& c, size_t l2_bytes, cudaStream_t stream, std:
     --sets;
   }
   // The oracle's fp32 output and LSE live next to one set during the reference.
-  const size_t oracle_bytes = 4 * q_elems + 4 * static_cast<size_t>(c.batch * c.heads_q * c.seqlen_q);
+  const size_t oracle_bytes =
+      4 * q_elems + 4 * static_cast<size_t>(c.batch * c.heads_q * c.seqlen_q);
   if (set_bytes + oracle_bytes > free_bytes) {
     *error = "needs " + std::to_string((set_bytes + oracle_bytes) >> 20) + " MiB for inputs, " +
              std::to_string(free_bytes >> 20) + " MiB free";
@@ -144,9 +150,12 @@ bool CaseData::prepare(const Case& c, size_t l2_bytes, cudaStream_t stream, std:
     o_.push_back(o);
     if (!ok) return false;
     // Every set holds the same values: rotation is about where they live, not what they are.
-    if (!cuda_ok(cudaMemcpy(q, q_bits.data(), 2 * q_elems, cudaMemcpyHostToDevice), "upload q", error) ||
-        !cuda_ok(cudaMemcpy(k, k_bits.data(), 2 * kv_elems, cudaMemcpyHostToDevice), "upload k", error) ||
-        !cuda_ok(cudaMemcpy(v, v_bits.data(), 2 * kv_elems, cudaMemcpyHostToDevice), "upload v", error)) {
+    if (!cuda_ok(cudaMemcpy(q, q_bits.data(), 2 * q_elems, cudaMemcpyHostToDevice), "upload q",
+                 error) ||
+        !cuda_ok(cudaMemcpy(k, k_bits.data(), 2 * kv_elems, cudaMemcpyHostToDevice), "upload k",
+                 error) ||
+        !cuda_ok(cudaMemcpy(v, v_bits.data(), 2 * kv_elems, cudaMemcpyHostToDevice), "upload v",
+                 error)) {
       return false;
     }
   }
@@ -161,8 +170,10 @@ bool CaseData::prepare(const Case& c, size_t l2_bytes, cudaStream_t stream, std:
   reference_kind_ = "gpu-fp32";
   float *o32 = nullptr, *lse32 = nullptr;
   const size_t lse_elems = static_cast<size_t>(c.batch * c.heads_q * c.seqlen_q);
-  bool ok = cuda_ok(cudaMalloc(reinterpret_cast<void**>(&o32), 4 * q_elems), "cudaMalloc oracle output", error) &&
-            cuda_ok(cudaMalloc(reinterpret_cast<void**>(&lse32), 4 * lse_elems), "cudaMalloc oracle lse", error);
+  bool ok = cuda_ok(cudaMalloc(reinterpret_cast<void**>(&o32), 4 * q_elems),
+                    "cudaMalloc oracle output", error) &&
+            cuda_ok(cudaMalloc(reinterpret_cast<void**>(&lse32), 4 * lse_elems),
+                    "cudaMalloc oracle lse", error);
   if (ok) {
     const Status status = reference::gpu_oracle(p, o32, lse32, stream);
     if (!status.ok()) {
@@ -197,7 +208,8 @@ bool CaseData::check_output(cudaStream_t stream, Parity* parity, std::string* er
   }
   std::vector<float> out(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) out[i] = to_float(dtype_, bits[i]);
-  *parity = compare_outputs(out.data(), reference_.data(), out.size(), case_.dtype, reference_kind_);
+  *parity =
+      compare_outputs(out.data(), reference_.data(), out.size(), case_.dtype, reference_kind_);
   return true;
 }
 

@@ -68,18 +68,19 @@ bool measure_gemm_ceiling(double* tflops, std::string* problem, std::string* err
     cublasSetStream(handle, stream);
     const float alpha = 1.f, beta = 0.f;
     const Launch gemm = [&](int, std::string* err) {
-      const cublasStatus_t s =
-          cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b,
-                       CUDA_R_16BF, n, &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                       CUBLAS_GEMM_DEFAULT);
-      if (s != CUBLAS_STATUS_SUCCESS) *err = std::string("cublasGemmEx: ") + cublasGetStatusString(s);
+      const cublasStatus_t s = cublasGemmEx(
+          handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n,
+          &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (s != CUBLAS_STATUS_SUCCESS)
+        *err = std::string("cublasGemmEx: ") + cublasGetStatusString(s);
       return s == CUBLAS_STATUS_SUCCESS;
     };
     Summary summary;
     ok = time_launches(gemm, 1, ceiling_timing(), stream, &summary, error);
     if (ok) {
       *tflops = 2.0 * n * static_cast<double>(n) * n / (summary.p50_us * 1e-6) / 1e12;
-      *problem = "cublasGemmEx bf16 " + std::to_string(n) + "^3, fp32 accumulate, random inputs, p50";
+      *problem =
+          "cublasGemmEx bf16 " + std::to_string(n) + "^3, fp32 accumulate, random inputs, p50";
     }
   }
   if (handle != nullptr) cublasDestroy(handle);

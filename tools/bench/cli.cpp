@@ -75,8 +75,8 @@ bool parse_target_args(const std::string& target, const std::string& flags,
       args->tile = value;
     } else if (flag == "--pdl") {
       if (value != "on" && value != "off") {
-        *error = "--target-extra-arg " + target + ": --pdl '" + value +
-                 "' is not valid; use on or off";
+        *error =
+            "--target-extra-arg " + target + ": --pdl '" + value + "' is not valid; use on or off";
         return false;
       }
       args->enable_pdl = value == "on";
@@ -139,8 +139,9 @@ bool read_knobs(const EnvLookup& env, const BackendCheck& is_backend, Knobs* kno
       return false;
     }
     if (*knobs->heads % *knobs->heads_kv != 0) {
-      *error = "FLASHCORE_H=" + std::to_string(*knobs->heads) + " is not a multiple of FLASHCORE_HKV=" +
-               std::to_string(*knobs->heads_kv) + "; GQA needs H % HKV == 0";
+      *error = "FLASHCORE_H=" + std::to_string(*knobs->heads) +
+               " is not a multiple of FLASHCORE_HKV=" + std::to_string(*knobs->heads_kv) +
+               "; GQA needs H % HKV == 0";
       return false;
     }
   }
@@ -191,8 +192,9 @@ bool check_knobs_for_targets(const Knobs& knobs, const std::vector<Target>& targ
   if (!knobs.doc_span) return true;
   for (const Target& t : targets) {
     if (std::string(t.chapter->name) == "labs/flexattention") {
-      *error = "DOC_SPAN is set, but flashcore has no document mask yet (masks: causal, sliding "
-               "window); unset DOC_SPAN";
+      *error =
+          "DOC_SPAN is set, but flashcore has no document mask yet (masks: causal, sliding "
+          "window); unset DOC_SPAN";
       return false;
     }
   }
@@ -215,8 +217,11 @@ std::vector<Case> cases_for(const Target& target, Profile profile, const Knobs& 
   for (Case& c : cases) {
     if (knobs.dtype) c.dtype = *knobs.dtype;
     switch (target.workload->mask) {
-      case MaskRule::kFromCase: break;
-      case MaskRule::kCausal: c.causal = true; break;
+      case MaskRule::kFromCase:
+        break;
+      case MaskRule::kCausal:
+        c.causal = true;
+        break;
       case MaskRule::kSliding:
         c.causal = true;
         c.window_left = knobs.window;
@@ -248,7 +253,8 @@ bool parse_args(int argc, const char* const* argv, const BackendCheck& is_backen
   } else if (command == "check") {
     options->command = Command::kCheck;
   } else {
-    *error = "unknown command '" + command + "'; valid commands: list-targets, run, check (see --help)";
+    *error =
+        "unknown command '" + command + "'; valid commands: list-targets, run, check (see --help)";
     return false;
   }
   // --flag value and --flag=value are both accepted.
@@ -300,8 +306,9 @@ bool parse_args(int argc, const char* const* argv, const BackendCheck& is_backen
       if (!allowed({Command::kRun})) return false;
       const size_t eq = value->find('=');
       if (eq == std::string::npos) {
-        *error = "--target-extra-arg needs TARGET=\"--flag value\", e.g. "
-                 "labs/flashattention:optimized_flashattention=\"--backend sm80\"";
+        *error =
+            "--target-extra-arg needs TARGET=\"--flag value\", e.g. "
+            "labs/flashattention:optimized_flashattention=\"--backend sm80\"";
         return false;
       }
       extra.emplace_back(value->substr(0, eq), value->substr(eq + 1));

@@ -19,10 +19,10 @@ struct Knobs {
   std::optional<int64_t> batch, heads, heads_kv, seqlen, seqlen_k, head_dim;  // FLASHCORE_B, ...
   std::optional<bool> causal;                                                 // FLASHCORE_CAUSAL
   std::optional<std::string> dtype;                                           // FLASHCORE_DTYPE
-  int64_t window = 1024;                  // FLASHCORE_WINDOW: keys left of the diagonal
-  std::optional<int64_t> block_size;      // BLOCK_SIZE (FlexAttention block-mask granularity)
-  std::optional<int64_t> doc_span;        // DOC_SPAN (document mask span)
-  std::optional<std::string> backend;     // FLASHCORE_BACKEND: provider of the optimized targets
+  int64_t window = 1024;               // FLASHCORE_WINDOW: keys left of the diagonal
+  std::optional<int64_t> block_size;   // BLOCK_SIZE (FlexAttention block-mask granularity)
+  std::optional<int64_t> doc_span;     // DOC_SPAN (document mask span)
+  std::optional<std::string> backend;  // FLASHCORE_BACKEND: provider of the optimized targets
 
   bool overrides_shape() const;
   // name=value pairs for the report, in a fixed order; unset knobs are left out.

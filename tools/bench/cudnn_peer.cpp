@@ -44,11 +44,12 @@ bool CudnnSdpa::build(const CaseData& data, cudaStream_t stream, std::string* er
       .set_compute_data_type(fe::DataType_t::FLOAT);
   // cuDNN's dims are [B, H, S, D]; the strides describe our BSHD memory, so no copy is needed.
   auto tensor = [&](const char* name, int64_t uid, int64_t seqlen, int64_t heads) {
-    return graph->tensor(fe::graph::Tensor_attributes()
-                             .set_name(name)
-                             .set_uid(uid)
-                             .set_dim({c.batch, heads, seqlen, c.head_dim})
-                             .set_stride({seqlen * heads * c.head_dim, c.head_dim, heads * c.head_dim, 1}));
+    return graph->tensor(
+        fe::graph::Tensor_attributes()
+            .set_name(name)
+            .set_uid(uid)
+            .set_dim({c.batch, heads, seqlen, c.head_dim})
+            .set_stride({seqlen * heads * c.head_dim, c.head_dim, heads * c.head_dim, 1}));
   };
   auto q = tensor("Q", kQ, c.seqlen_q, c.heads_q);
   auto k = tensor("K", kK, c.seqlen_k, c.heads_kv);
@@ -59,7 +60,8 @@ bool CudnnSdpa::build(const CaseData& data, cudaStream_t stream, std::string* er
                      .set_attn_scale(1.0f / std::sqrt(static_cast<float>(c.head_dim)));
   if (c.causal) {
     // Bottom-right aligned like flashcore (and FlashAttention >= 2.1).
-    options.set_diagonal_alignment(fe::DiagonalAlignment_t::BOTTOM_RIGHT).set_diagonal_band_right_bound(0);
+    options.set_diagonal_alignment(fe::DiagonalAlignment_t::BOTTOM_RIGHT)
+        .set_diagonal_band_right_bound(0);
   }
   if (c.window_left >= 0) {
     // cuDNN's left bound counts the diagonal: key j is visible when i - j < bound, so flashcore's

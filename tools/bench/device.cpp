@@ -7,7 +7,9 @@
 namespace flashcore::bench {
 namespace {
 
-std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+std::string cuda_version(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
 
 }  // namespace
 
@@ -16,8 +18,10 @@ std::string check_device() {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
     cudaGetLastError();
-    return std::string("no CUDA device: the lab needs an NVIDIA GPU (sm_80 or newer) and its driver") +
-           (err != cudaSuccess ? std::string(" (") + cudaGetErrorString(err) + ")" : std::string()) +
+    return std::string(
+               "no CUDA device: the lab needs an NVIDIA GPU (sm_80 or newer) and its driver") +
+           (err != cudaSuccess ? std::string(" (") + cudaGetErrorString(err) + ")"
+                               : std::string()) +
            "; list-targets, check and --help work without one";
   }
   return "";

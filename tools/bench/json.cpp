@@ -47,11 +47,21 @@ void write_string(const std::string& s, std::string* out) {
   out->push_back('"');
   for (const char c : s) {
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -90,10 +100,18 @@ void newline(std::string* out, int indent, int depth) {
 
 void Json::dump_to(std::string* out, int indent, int depth) const {
   switch (type_) {
-    case Type::kNull: *out += "null"; break;
-    case Type::kBool: *out += bool_ ? "true" : "false"; break;
-    case Type::kNumber: write_number(number_, out); break;
-    case Type::kString: write_string(string_, out); break;
+    case Type::kNull:
+      *out += "null";
+      break;
+    case Type::kBool:
+      *out += bool_ ? "true" : "false";
+      break;
+    case Type::kNumber:
+      write_number(number_, out);
+      break;
+    case Type::kString:
+      write_string(string_, out);
+      break;
     case Type::kArray:
       out->push_back('[');
       for (size_t i = 0; i < array_.size(); ++i) {
@@ -191,14 +209,30 @@ class Parser {
       if (pos_ >= text_.size()) break;
       const char e = text_[pos_++];
       switch (e) {
-        case '"': out->push_back('"'); break;
-        case '\\': out->push_back('\\'); break;
-        case '/': out->push_back('/'); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
+        case '"':
+          out->push_back('"');
+          break;
+        case '\\':
+          out->push_back('\\');
+          break;
+        case '/':
+          out->push_back('/');
+          break;
+        case 'b':
+          out->push_back('\b');
+          break;
+        case 'f':
+          out->push_back('\f');
+          break;
+        case 'n':
+          out->push_back('\n');
+          break;
+        case 'r':
+          out->push_back('\r');
+          break;
+        case 't':
+          out->push_back('\t');
+          break;
         case 'u': {
           if (pos_ + 4 > text_.size()) return fail("short \\u escape");
           const unsigned code = std::strtoul(text_.substr(pos_, 4).c_str(), nullptr, 16);
@@ -216,7 +250,8 @@ class Parser {
           }
           break;
         }
-        default: return fail("invalid escape in string");
+        default:
+          return fail("invalid escape in string");
       }
     }
     return fail("unterminated string");

@@ -25,8 +25,16 @@ class Json {
   Json(const char* value) : type_(Type::kString), string_(value) {}
   Json(std::string value) : type_(Type::kString), string_(std::move(value)) {}
 
-  static Json array() { Json j; j.type_ = Type::kArray; return j; }
-  static Json object() { Json j; j.type_ = Type::kObject; return j; }
+  static Json array() {
+    Json j;
+    j.type_ = Type::kArray;
+    return j;
+  }
+  static Json object() {
+    Json j;
+    j.type_ = Type::kObject;
+    return j;
+  }
 
   Type type() const { return type_; }
   bool is_null() const { return type_ == Type::kNull; }

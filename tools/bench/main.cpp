@@ -22,7 +22,13 @@ using namespace flashcore::bench;
 
 namespace {
 
-enum ExitCode { kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitRegressed = 3, kExitNoDevice = 4 };
+enum ExitCode {
+  kExitOk = 0,
+  kExitFailed = 1,
+  kExitUsage = 2,
+  kExitRegressed = 3,
+  kExitNoDevice = 4
+};
 
 int fail(int code, const std::string& message) {
   std::fprintf(stderr, "flashcore-bench: error: %s\n", message.c_str());
@@ -56,7 +62,8 @@ std::string utc_now(const char* format) {
 
 // Checks record->results against the chapters' expectations files (or one explicit file).
 bool check_record(const Options& options, RunRecord* record, std::string* error) {
-  const std::string root = options.labs_root.empty() ? FLASHCORE_BENCH_SOURCE_DIR : options.labs_root;
+  const std::string root =
+      options.labs_root.empty() ? FLASHCORE_BENCH_SOURCE_DIR : options.labs_root;
   std::vector<std::string> files;
   if (!options.expectations.empty()) {
     files.push_back(options.expectations);
@@ -148,8 +155,9 @@ int run_targets(const Options& options, const Knobs& knobs, const std::string& c
     failed += r.outcome == Outcome::kFailed;
     skipped += r.outcome == Outcome::kSkipped;
   }
-  std::printf("%zu results: %zu FAILED, %zu SKIPPED\nartifacts: %s/{results.json,report.md,tflops.svg}\n",
-              record.results.size(), failed, skipped, out.string().c_str());
+  std::printf(
+      "%zu results: %zu FAILED, %zu SKIPPED\nartifacts: %s/{results.json,report.md,tflops.svg}\n",
+      record.results.size(), failed, skipped, out.string().c_str());
   if (record.expectations_checked) print_regressions(record);
   if (!record.regressions.empty()) return kExitRegressed;
   return failed > 0 ? kExitFailed : kExitOk;

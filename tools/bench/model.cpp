@@ -12,9 +12,12 @@ const char* profile_name(Profile profile) {
 
 const char* outcome_name(Outcome outcome) {
   switch (outcome) {
-    case Outcome::kOk: return "ok";
-    case Outcome::kFailed: return "FAILED";
-    case Outcome::kSkipped: return "SKIPPED";
+    case Outcome::kOk:
+      return "ok";
+    case Outcome::kFailed:
+      return "FAILED";
+    case Outcome::kSkipped:
+      return "SKIPPED";
   }
   return "?";
 }
@@ -92,7 +95,8 @@ Summary summarize(std::vector<double> samples_us) {
   double var = 0;
   for (const double v : samples_us) var += (v - s.mean_us) * (v - s.mean_us);
   // Sample standard deviation (n - 1): the samples estimate a distribution.
-  s.stdev_us = samples_us.size() > 1 ? std::sqrt(var / static_cast<double>(samples_us.size() - 1)) : 0;
+  s.stdev_us =
+      samples_us.size() > 1 ? std::sqrt(var / static_cast<double>(samples_us.size() - 1)) : 0;
   return s;
 }
 

@@ -58,9 +58,9 @@ enum class Outcome { kOk, kFailed, kSkipped };
 const char* outcome_name(Outcome outcome);  // "ok", "FAILED", "SKIPPED"
 
 struct Result {
-  std::string chapter;   // "labs/flashattention"
-  std::string workload;  // "optimized_flashattention"
-  std::string role;      // "baseline", "step", "optimized" or "peer"
+  std::string chapter;            // "labs/flashattention"
+  std::string workload;           // "optimized_flashattention"
+  std::string role;               // "baseline", "step", "optimized" or "peer"
   std::string requested_backend;  // "unfused", "auto", "cudnn", ...
   std::string provider;           // what actually ran (RunInfo::provider, or "cudnn")
   Outcome outcome = Outcome::kOk;

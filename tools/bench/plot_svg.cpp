@@ -125,7 +125,8 @@ std::string render_svg(const std::vector<Result>& results) {
       svg << "\"/>\n";
       for (const auto& [s, t] : points) {
         svg << "<circle cx=\"" << px(s) << "\" cy=\"" << py(t) << "\" r=\"3\" fill=\"" << color
-            << "\"><title>" << escape(name) << " S=" << s << ": " << t << " TFLOP/s</title></circle>\n";
+            << "\"><title>" << escape(name) << " S=" << s << ": " << t
+            << " TFLOP/s</title></circle>\n";
       }
     }
     ++panel_index;

@@ -191,13 +191,14 @@ Json to_json(const RunRecord& record) {
 bool from_json(const Json& j, RunRecord* record, std::string* error) {
   *record = RunRecord{};
   if (j.string_or("schema", "") != kResultsSchema) {
-    *error = std::string("not a flashcore-bench results file (schema is not '") + kResultsSchema + "')";
+    *error =
+        std::string("not a flashcore-bench results file (schema is not '") + kResultsSchema + "')";
     return false;
   }
   const int version = static_cast<int>(j.number_or("schema_version", 0));
   if (version != kResultsSchemaVersion) {
-    *error = "results schema_version " + std::to_string(version) + " is not supported; this tool reads " +
-             std::to_string(kResultsSchemaVersion);
+    *error = "results schema_version " + std::to_string(version) +
+             " is not supported; this tool reads " + std::to_string(kResultsSchemaVersion);
     return false;
   }
   record->created_utc = j.string_or("created_utc", "");

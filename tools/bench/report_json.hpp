@@ -17,7 +17,7 @@ inline constexpr int kResultsSchemaVersion = 1;
 inline constexpr const char* kResultsSchema = "flashcore-bench/results";
 
 struct RunRecord {
-  std::string created_utc;   // ISO 8601
+  std::string created_utc;  // ISO 8601
   std::string command_line;
   std::string profile;
   std::string git_commit;

@@ -69,7 +69,8 @@ void journey_table(const std::vector<Result>& results, const std::string& chapte
   }
   if (label.empty()) return;
   out << "\nJourney at " << describe << ":\n\n"
-      << "| step | provider | status | p50 us | TFLOP/s | % GEMM | % copy | speedup over baseline | "
+      << "| step | provider | status | p50 us | TFLOP/s | % GEMM | % copy | speedup over baseline "
+         "| "
          "vs cuDNN |\n"
       << "|---|---|---|---|---|---|---|---|---|\n";
   auto row = [&](const Result& r, const std::string& step) {
@@ -117,7 +118,8 @@ std::string render_markdown(const RunRecord& record) {
   }
   if (record.copy_gbps > 0) {
     char buf[160];
-    std::snprintf(buf, sizeof(buf), "%.0f GB/s (%s)", record.copy_gbps, record.copy_problem.c_str());
+    std::snprintf(buf, sizeof(buf), "%.0f GB/s (%s)", record.copy_gbps,
+                  record.copy_problem.c_str());
     out << "- copy ceiling (% copy below): " << buf << "\n";
   }
   if (!record.knobs.empty()) {

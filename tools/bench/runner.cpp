@@ -8,10 +8,10 @@
 #include <map>
 
 #include "case_data.hpp"
+#include "ceilings.hpp"
 #include "cudnn_peer.hpp"
 #include "device.hpp"
 #include "flashcore/attention.hpp"
-#include "ceilings.hpp"
 #include "nvtx_range.hpp"
 #include "timer.hpp"
 
@@ -53,9 +53,10 @@ class Progress {
     ++finished_;
     char detail[160] = "";
     if (r.outcome == Outcome::kOk && r.timing) {
-      std::snprintf(detail, sizeof(detail), "ok  provider %s  p50 %.2f us  %.1f TFLOP/s  rel_l2 %.1e",
-                    r.provider.c_str(), r.timing->p50_us,
-                    r.c.flops() / (r.timing->p50_us * 1e-6) / 1e12, r.parity ? r.parity->rel_l2 : 0.0);
+      std::snprintf(detail, sizeof(detail),
+                    "ok  provider %s  p50 %.2f us  %.1f TFLOP/s  rel_l2 %.1e", r.provider.c_str(),
+                    r.timing->p50_us, r.c.flops() / (r.timing->p50_us * 1e-6) / 1e12,
+                    r.parity ? r.parity->rel_l2 : 0.0);
     } else {
       std::snprintf(detail, sizeof(detail), "%s  %s", outcome_name(r.outcome), r.reason.c_str());
     }
@@ -68,7 +69,8 @@ class Progress {
   std::string remaining() const {
     if (finished_ == 0) return "estimating time left";
     const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    const double left = elapsed / static_cast<double>(finished_) * static_cast<double>(total_ - finished_);
+    const double left =
+        elapsed / static_cast<double>(finished_) * static_cast<double>(total_ - finished_);
     char buf[64];
     std::snprintf(buf, sizeof(buf), "~%d:%02d left", static_cast<int>(left) / 60,
                   static_cast<int>(left) % 60);
@@ -93,7 +95,8 @@ Result base_result(const Target& t, const Case& c, const std::string& backend) {
 // Parity gate, then timing, for one target whose launch is ready. Fills r.
 void gate_and_time(const Target& t, const Launch& launch, const CaseData& data, Profile profile,
                    cudaStream_t stream, Result* r) {
-  NvtxRange range(std::string(t.chapter->range_prefix) + "_" + t.workload->role + "_" + r->provider);
+  NvtxRange range(std::string(t.chapter->range_prefix) + "_" + t.workload->role + "_" +
+                  r->provider);
   std::string error;
   {
     NvtxRange phase("parity");
@@ -177,7 +180,8 @@ Result run_library_target(const Target& t, const std::string& backend_name_reque
   return r;
 }
 
-Result run_cudnn_target(const Target& t, const CaseData& data, Profile profile, cudaStream_t stream) {
+Result run_cudnn_target(const Target& t, const CaseData& data, Profile profile,
+                        cudaStream_t stream) {
   Result r = base_result(t, data.get_case(), "cudnn");
   CudnnSdpa sdpa;
   std::string error;
@@ -213,9 +217,10 @@ bool run_lab(const Options& options, const Knobs& knobs, RunRecord* record, std:
     return t.workload == cudnn_peer().workload;
   });
   if (!peer_selected) targets.push_back(cudnn_peer());
-  const size_t peer_index = std::find_if(targets.begin(), targets.end(), [](const Target& t) {
-                              return t.workload == cudnn_peer().workload;
-                            }) - targets.begin();
+  const size_t peer_index =
+      std::find_if(targets.begin(), targets.end(),
+                   [](const Target& t) { return t.workload == cudnn_peer().workload; }) -
+      targets.begin();
   std::vector<Work> work;
   std::map<std::string, size_t> by_label;
   for (size_t ti = 0; ti < targets.size(); ++ti) {

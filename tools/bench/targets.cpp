@@ -53,7 +53,8 @@ std::vector<Case> flashcore_cases(Profile profile) {
   const int64_t max_seqlen = profile == Profile::kMinimal ? 2048 : 16384;
   for (const int64_t d : {64, 128}) {
     if (profile == Profile::kMinimal && d != 64) continue;
-    for (int64_t s = 512; s <= max_seqlen; s *= 2) cases.push_back(make_case(1, 8, s, d, false, "fp16"));
+    for (int64_t s = 512; s <= max_seqlen; s *= 2)
+      cases.push_back(make_case(1, 8, s, d, false, "fp16"));
   }
   Case decode = make_case(64, 32, 4096, 128, false, "fp16");
   decode.seqlen_q = 1;
@@ -135,7 +136,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 std::string workload_names(const Chapter& chapter) {
   std::string names;
-  for (const Workload& w : chapter.workloads) names += (names.empty() ? "" : ", ") + std::string(w.name);
+  for (const Workload& w : chapter.workloads)
+    names += (names.empty() ? "" : ", ") + std::string(w.name);
   return names;
 }
 
@@ -152,7 +154,8 @@ const Chapter* find_chapter(const std::string& name) {
 
 std::string chapter_names() {
   std::string names;
-  for (const Chapter& chapter : table()) names += (names.empty() ? "" : ", ") + std::string(chapter.name);
+  for (const Chapter& chapter : table())
+    names += (names.empty() ? "" : ", ") + std::string(chapter.name);
   return names;
 }
 

@@ -25,7 +25,7 @@ enum class Engine {
 struct Workload {
   const char* name;
   const char* description;
-  const char* role;     // "baseline", "step", "optimized" or "peer" (see Result::role)
+  const char* role;  // "baseline", "step", "optimized" or "peer" (see Result::role)
   Engine engine;
   const char* backend;  // flashcore::parse_backend name; "auto" for the best fused provider
   MaskRule mask;
@@ -34,7 +34,8 @@ struct Workload {
 struct Chapter {
   const char* name;
   const char* description;
-  // NVTX range prefix: ranges are "<prefix>_<role>_<provider>", e.g. flashattention_baseline_unfused.
+  // NVTX range prefix: ranges are "<prefix>_<role>_<provider>", e.g.
+  // flashattention_baseline_unfused.
   const char* range_prefix;
   const char* default_dtype;
   // Repository-relative expectations file; empty when the chapter has none (the cuDNN peer).
