@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds (sm_80 + sm_90a), runs every C++ test suite,
+# The test command: installs what is missing, checks formatting (scripts/check_format.sh), builds
+# (sm_80 + sm_90a), runs every C++ test suite,
 # then builds the Python package with pip and runs pytest. Without a GPU the GPU suites are
 # reported as skipped, with the reason.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 preset="${FLASHCORE_PRESET:-default}"
 scripts/install_deps.sh
+scripts/check_format.sh
 start=$(date +%s)
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"
