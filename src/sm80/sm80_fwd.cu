@@ -7,6 +7,7 @@
 #include "api/backend_registry.hpp"
 #include "api/validate.hpp"
 #include "common/query_view.hpp"
+#include "common/score_scaling.hpp"
 #include "sm80/combine.cuh"
 #include "sm80/fwd_kernel.cuh"
 #include "sm80/fwd_params.hpp"
@@ -83,11 +84,12 @@ FwdParams kernel_view(const Problem& problem) {
   p.o_batch = a.o.strides.batch, p.o_seq = a.o.strides.seq, p.o_head = a.o.strides.head;
   p.batch = static_cast<int>(a.batch);
   p.seqlen_k = static_cast<int>(a.seqlen_k);
-  p.scale = problem.scale;
-  p.scale_log2 = problem.scale * kLog2e;
+  const ScoreScaling scaling = score_scaling(problem);
+  p.scale = scaling.scale;
+  p.scale_log2 = scaling.scale_log2;
   p.softcap = problem.softcap;
-  p.prescale = problem.softcap.cap > 0.f || !(p.scale_log2 > 0.f);
-  p.exp_factor = p.prescale ? 1.f : p.scale_log2;
+  p.prescale = scaling.prescale;
+  p.exp_factor = scaling.exp_factor;
 
   const QueryView view = query_view(problem);
   p.heads = view.heads;

@@ -20,8 +20,8 @@ struct FwdArgs {
   WindowMask<int> mask;  // also masks the key tail: visible() requires key < seqlen_k
   // Scores reach the softmax as raw dot products and the softmax folds scale * log2(e) into its
   // exp2 (exp_factor), unless prescale: softcap needs the scaled score and a scale <= 0 would flip
-  // the max, so then scores become softcap(s * scale) * log2(e) first and exp_factor is 1 (the
-  // sm80 kernel's rule, sm80/fwd_params.hpp).
+  // the max, so then scores become softcap(s * scale) * log2(e) first and exp_factor is 1
+  // (common/score_scaling.hpp, shared with sm80).
   float scale;
   float scale_log2;
   Softcap softcap;

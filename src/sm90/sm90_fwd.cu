@@ -8,8 +8,8 @@
 
 #include "api/backend_registry.hpp"
 #include "api/validate.hpp"
-#include "common/online_softmax.hpp"
 #include "common/query_view.hpp"
+#include "common/score_scaling.hpp"
 #include "sm80/combine.cuh"
 #include "sm80/split_kv.hpp"
 #include "sm90/instantiations.hpp"
@@ -49,11 +49,12 @@ LaunchArgs kernel_view(const Problem& problem) {
   p.batch = static_cast<int>(a.batch);
   p.seqlen_k = static_cast<int>(a.seqlen_k);
   p.head_dim = static_cast<int>(a.head_dim);
-  p.scale = problem.scale;
-  p.scale_log2 = problem.scale * kLog2e;
+  const ScoreScaling scaling = score_scaling(problem);
+  p.scale = scaling.scale;
+  p.scale_log2 = scaling.scale_log2;
   p.softcap = problem.softcap;
-  p.prescale = problem.softcap.cap > 0.f || !(p.scale_log2 > 0.f);
-  p.exp_factor = p.prescale ? 1.f : p.scale_log2;
+  p.prescale = scaling.prescale;
+  p.exp_factor = scaling.exp_factor;
   p.o = a.o.data;
   p.o_batch = a.o.strides.batch;
   p.lse = a.lse;
