@@ -39,10 +39,10 @@ struct Epilogue {
   }
 
   template <typename TensorO, typename TiledMma>
-  __device__ static void store(const FwdArgs& a, const Tile& tile, int warpgroup, int thread,
+  __device__ static void store(const FwdArgs& a, const Tile& tile, int warpgroup,
                                const TensorO& tOrO, const OnlineSoftmax<1>& softmax,
                                const TiledMma& tiled_pv, Element* o_smem) {
-    thread = thread_index_here();
+    const int thread = thread_index_here();
     float inv_sum[1][2], lse[1][2];
     softmax.finalize</*kFast=*/false>(a.exp_factor, inv_sum, lse);
     const AccumulatorCoords coords = AccumulatorCoords::of(thread);

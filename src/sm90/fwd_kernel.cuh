@@ -99,11 +99,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (Traits::kSeparateO) {
       // Every S GEMM of the tile has retired: the next Q may load while O is stored.
       if (tiles.has_next()) signal_query_empty();
-      Epilogue<Traits>::store(a, tile, mma.warpgroup, thread, tOrO, softmax, mma.mma_pv,
-                              smem.o.data());
+      Epilogue<Traits>::store(a, tile, mma.warpgroup, tOrO, softmax, mma.mma_pv, smem.o.data());
     } else {
-      Epilogue<Traits>::store(a, tile, mma.warpgroup, thread, tOrO, softmax, mma.mma_pv,
-                              smem.q.data());
+      Epilogue<Traits>::store(a, tile, mma.warpgroup, tOrO, softmax, mma.mma_pv, smem.q.data());
       if (tiles.has_next()) {
         // O staged in Q's buffer was read back (generic proxy) before the next Q lands there
         // (async proxy).
