@@ -151,7 +151,8 @@ struct RunInfo {
 // Checks every argument and the device without launching anything.
 Status can_implement(const AttentionParams& params);
 
-// Bytes of workspace that run() needs for these params on the current device (0 for fused kernels).
+// Bytes of workspace that run() needs for these params on the current device: split-KV partials,
+// the sm90 kernel's tile counter for masked problems, the unfused baseline's scores; 0 otherwise.
 // Returns 0 when the params are invalid; can_implement() says why.
 size_t workspace_size(const AttentionParams& params);
 

@@ -2,10 +2,9 @@
 // and LSE, or (split-KV) fp32 partial O and partial LSE in the layout the combine kernel reads.
 // Only rows < seqlen_q and dims < head_dim are written.
 //
-// O is staged through the warpgroup's own rows of shared memory (O's own buffer, or Q's once the
-// tile's last S GEMM has retired: KernelTraits::kSeparateO; the other warpgroup's rows are
-// disjoint) so that every global store is a whole 16-byte chunk, coalesced along the head dim and
-// valid for any 16-byte-aligned O strides.
+// O is staged through the warpgroup's own rows of the tile's Q stage (its last S GEMM has retired;
+// the other warpgroups' rows are disjoint) so that every global store is a whole 16-byte chunk,
+// coalesced along the head dim and valid for any 16-byte-aligned O strides.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -46,7 +45,7 @@ struct Epilogue {
     float inv_sum[1][2], lse[1][2];
     softmax.finalize</*kFast=*/false>(a.exp_factor, inv_sum, lse);
     const AccumulatorCoords coords = AccumulatorCoords::of(thread);
-    const int tile_row0 = tile.m_block * kBlockM;
+    const int tile_row0 = tile.m_block * Traits::kBlockM;
     const int64_t row_index0 =
         (static_cast<int64_t>(tile.batch) * a.heads + tile.head) * a.seqlen_q;
     auto half_of = [](int i) { return (i / 2) % 2; };  // the row half of register i
@@ -73,14 +72,9 @@ struct Epilogue {
       return;
     }
 
-    if constexpr (Traits::kSeparateO) {
-      // The buffer is O's own: every thread of the warpgroup has read the previous tile's rows.
-      cutlass::arch::NamedBarrier::sync(kWarpgroupThreads,
-                                        barrier_id(NamedBarrierId::kEpilogue0, warpgroup));
-    }
     // Stage O with stmatrix (8x8 blocks, four per instruction): few shared addresses per thread,
     // which the compiler would otherwise compute once per element and keep live across tiles.
-    Tensor sO = make_tensor(make_smem_ptr(o_smem), typename Traits::SmemLayoutQ{});
+    Tensor sO = make_tensor(make_smem_ptr(o_smem), typename Traits::SmemLayoutQTile{});
     Tensor tOrOut = make_tensor_like<Element>(tOrO);
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(tOrO); ++i) {
@@ -124,7 +118,7 @@ struct Epilogue {
   // A tile (or split) whose rows see no key: O = 0 and LSE = -inf, without touching shared memory.
   __device__ static void store_empty(const FwdArgs& a, const Tile& tile, int warpgroup,
                                      int thread) {
-    const int tile_row0 = tile.m_block * kBlockM + warpgroup * kRowsPerWarpgroup;
+    const int tile_row0 = tile.m_block * Traits::kBlockM + warpgroup * kRowsPerWarpgroup;
     const int64_t row_index0 =
         (static_cast<int64_t>(tile.batch) * a.heads + tile.head) * a.seqlen_q;
     const int lane_in_wg = thread % kWarpgroupThreads;

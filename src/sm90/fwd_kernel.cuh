@@ -1,8 +1,8 @@
 // The sm90 forward kernel (FlashAttention-3 class): a persistent, warp-specialized CTA of one
-// producer warpgroup (TMA loads, mainloop_load.hpp) and two consumer warpgroups (wgmma and the
-// online softmax, mainloop_mma.hpp; epilogue.hpp), composed here. K and V flow through two-stage
-// TMA rings (CUTLASS's PipelineTmaAsync: mbarriers with transaction counts); Q through one
-// transaction barrier per tile.
+// producer warpgroup (TMA loads, mainloop_load.hpp) and two or three consumer warpgroups (wgmma and
+// the online softmax, mainloop_mma.hpp; epilogue.hpp), composed here. Q, K and V flow through TMA
+// rings (CUTLASS's PipelineTmaAsync: mbarriers with transaction counts): two stages each of K and
+// V, one or two of Q (KernelTraits::kQStages).
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -29,10 +29,11 @@ struct Variant {
 };
 
 template <typename Traits, typename Variant>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(Traits::kThreads, 1)
     fwd_kernel(const __grid_constant__ FwdParams<Traits> params) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Pipeline = typename Traits::Pipeline;
+  using PipelineQ = typename Traits::PipelineQ;
   using SharedStorage = typename Traits::SharedStorage;
   extern __shared__ __align__(1024) char smem_bytes[];
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_bytes);
@@ -49,24 +50,33 @@ __global__ void __launch_bounds__(kThreads, 1)
   pipeline_params.role =
       is_producer ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pipeline_params.is_leader = threadIdx.x == 0;
-  pipeline_params.num_consumers = kConsumerThreads;
+  pipeline_params.num_consumers = Traits::kConsumerThreads;
   pipeline_params.transaction_bytes = Traits::kKVBytes;
   // The constructors initialize the barriers (warp 0); the CTA-wide sync below publishes them.
   Pipeline pipeline_k(smem.pipeline_k, pipeline_params, Shape<_1, _1, _1>{});
   Pipeline pipeline_v(smem.pipeline_v, pipeline_params, Shape<_1, _1, _1>{});
-  if (threadIdx.x == 0) smem.q_full.init(1);
+  typename PipelineQ::Params pipeline_q_params;
+  pipeline_q_params.role =
+      is_producer ? PipelineQ::ThreadCategory::Producer : PipelineQ::ThreadCategory::Consumer;
+  pipeline_q_params.is_leader = threadIdx.x == 0;
+  pipeline_q_params.num_consumers = Traits::kConsumerThreads;
+  pipeline_q_params.transaction_bytes = Traits::kQBytes;
+  PipelineQ pipeline_q(smem.pipeline_q, pipeline_q_params, Shape<_1, _1, _1>{});
+  if (threadIdx.x == 0) TileRing::init(smem.tiles, Traits::kConsumerThreads);
   cutlass::arch::fence_barrier_init();
   __syncthreads();
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
-    if (warp_in_warpgroup == 0) MainloopLoad<Traits>::run(params, smem, pipeline_k, pipeline_v);
+    if (warp_in_warpgroup == 0) {
+      MainloopLoad<Traits>::run(params, smem, pipeline_q, pipeline_k, pipeline_v);
+    }
     return;
   }
 
-  cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
+  cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
   using Mma = MainloopMma<Traits, Variant>;
-  const int thread = threadIdx.x - kWarpgroupThreads;  // 0..255 over both consumer warpgroups
+  const int thread = threadIdx.x - kWarpgroupThreads;  // over all consumer warpgroups
   Mma mma;
   mma.warpgroup = warpgroup - 1;
   mma.start_turns();
@@ -82,33 +92,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   Tensor tOrO = partition_fragment_C(mma.mma_pv, select<0, 2>(typename Traits::TileShape{}));
 
   typename Pipeline::PipelineState read_k, read_v;
-  int q_phase = 0;
-  for (TileSequence tiles(a.num_tiles); tiles.valid(); tiles.next()) {
-    const Tile tile = TileScheduler::decode(a, tiles.index());
-    const BlockRange range = key_blocks<kBlockM, Traits::kBlockN>(a, tile);
-    if (range.empty()) {
+  typename PipelineQ::PipelineState read_q;
+  for (int tiles_taken = 0;; ++tiles_taken) {
+    const int tile_index = TileRing::take(smem.tiles, tiles_taken);
+    if (tile_index >= a.num_tiles) break;
+    const Tile tile = TileScheduler::decode(a, tile_index);
+    const BlockRange range = key_blocks<Traits::kBlockM, Traits::kBlockN>(a, tile);
+    if (range.empty()) {  // the producer loads nothing for it either
       Epilogue<Traits>::store_empty(a, tile, mma.warpgroup, thread);
-      if (tiles.has_next()) signal_query_empty();
       continue;
     }
-    smem.q_full.wait(q_phase);
-    q_phase ^= 1;
+    pipeline_q.consumer_wait(read_q);
     OnlineSoftmax<1> softmax;
-    mma.run(a, tile, range, tSrQ, tSrK, tOrV, tOrO, softmax, pipeline_k, pipeline_v, read_k, read_v,
-            thread);
-    if constexpr (Traits::kSeparateO) {
-      // Every S GEMM of the tile has retired: the next Q may load while O is stored.
-      if (tiles.has_next()) signal_query_empty();
-      Epilogue<Traits>::store(a, tile, mma.warpgroup, tOrO, softmax, mma.mma_pv, smem.o.data());
-    } else {
-      Epilogue<Traits>::store(a, tile, mma.warpgroup, tOrO, softmax, mma.mma_pv, smem.q.data());
-      if (tiles.has_next()) {
-        // O staged in Q's buffer was read back (generic proxy) before the next Q lands there
-        // (async proxy).
-        cutlass::arch::fence_view_async_shared();
-        signal_query_empty();
-      }
-    }
+    mma.run(a, tile, range, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, softmax, pipeline_k,
+            pipeline_v, read_k, read_v, thread);
+    Epilogue<Traits>::store(a, tile, mma.warpgroup, tOrO, softmax, mma.mma_pv,
+                            smem.q.data() + read_q.index() * Traits::kQTileElements);
+    // This thread's reads of O (generic proxy) happen before the next Q lands in the stage (async
+    // proxy); every consumer thread arrives on the stage's empty barrier.
+    cutlass::arch::fence_view_async_shared();
+    pipeline_q.consumer_release(read_q);
+    ++read_q;
   }
 #endif
 }

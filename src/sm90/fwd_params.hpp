@@ -24,9 +24,10 @@ struct FwdArgs {
   // (common/score_scaling.hpp, shared with sm80).
   float scale;
   float scale_log2;
-  Softcap softcap;
   bool prescale;
   float exp_factor;
+  float softcap_in;  // with softcap: softcap_out * tanh(score * softcap_in)
+  float softcap_out;
 
   void* o;
   int64_t o_batch, o_seq, o_head;
@@ -37,6 +38,7 @@ struct FwdArgs {
   int num_splits;  // > 1: each split writes fp32 partials that the combine kernel merges
   int head_group;  // (batch, head) pairs whose tiles run next to each other, sharing K/V in L2
   int num_tiles;
+  int* tile_counter;   // the dynamic schedule's next tile past the first wave, or null (fixed)
   float* o_partial;    // [num_splits, batch, heads, seqlen_q, head_dim] fp32, normalized per split
   float* lse_partial;  // [num_splits, batch, heads, seqlen_q]
 };

@@ -16,6 +16,7 @@
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
+#include "sm90/tile_scheduler.hpp"
 #include "sm90/tile_table.hpp"
 
 namespace flashcore::sm90 {
@@ -42,24 +43,36 @@ struct AccumulatorCoords {
   __device__ __forceinline__ int col(int i) const { return col0 + col_offset(i); }
 };
 
-// Register budgets after setmaxnreg (sm_90a). The CTA is launched with 168 registers per thread
-// (65536 / 384 threads, rounded down to a multiple of 8); setmaxnreg moves them between
-// warpgroups: 24 + 240 + 240 = 3 x 168. The producer needs only addressing registers; each
-// consumer thread holds its O accumulator (up to 128 fp32 at hd256), one S tile and P.
+// Register budgets after setmaxnreg (sm_90a). A CTA of n warpgroups is launched with
+// 65536 / (128 n) registers per thread (rounded down to a multiple of 8); setmaxnreg moves them
+// between warpgroups. The producer keeps only addressing registers; the consumers share the rest
+// (rounded down to setmaxnreg's multiple of 8): 24 + 2 x 240 with two consumer warpgroups,
+// 24 + 3 x 160 with three. Each consumer thread holds its O accumulator (up to 128 fp32 at hd256),
+// one S tile and P.
+inline constexpr int kRegisterFile = 65536;
 inline constexpr int kProducerRegisters = 24;
-inline constexpr int kConsumerRegisters = 240;
+constexpr int consumer_registers_for(int consumer_warpgroups) {
+  const int warpgroups = consumer_warpgroups + 1;
+  const int launch = kRegisterFile / (warpgroups * kWarpgroupThreads) / 8 * 8;
+  return (launch * warpgroups - kProducerRegisters) / consumer_warpgroups / 8 * 8;
+}
 
 template <typename Element_, int kHeadDim_>
 struct KernelTraits {
   using Element = Element_;  // cutlass::half_t or cutlass::bfloat16_t
   static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kConsumerWarpgroups = consumer_warpgroups_for(kHeadDim);
+  static constexpr int kConsumerThreads = kConsumerWarpgroups * kWarpgroupThreads;
+  static constexpr int kThreads = kWarpgroupThreads + kConsumerThreads;
+  static constexpr int kConsumerRegisters = consumer_registers_for(kConsumerWarpgroups);
+  static constexpr int kBlockM = block_m_for(kHeadDim);
   static constexpr int kBlockN = block_n_for(kHeadDim);
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "instantiations are multiples of 32");
 
   using TileShape = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
 
   // S = Q K^T: both operands K-major in shared memory. O += P V: P from registers, V^T read
-  // MN-major (V's rows are keys, its contiguous dim is O's N). Both tiled over the two consumer
+  // MN-major (V's rows are keys, its contiguous dim is O's N). Both tiled over the consumer
   // warpgroups along M.
   using ConsumerLayout = Layout<Shape<Int<kConsumerWarpgroups>, _1, _1>>;
   using TiledMmaQK = decltype(make_tiled_mma(
@@ -72,7 +85,9 @@ struct KernelTraits {
                            GMMA::Major::K, GMMA::Major::MN>(),
       ConsumerLayout{}));
 
-  using SmemLayoutQ = decltype(tile_to_shape(
+  // Q's ring: kQStages tiles (see kQStages below), one tile of it as the S GEMM and the epilogue
+  // see it.
+  using SmemLayoutQTile = decltype(tile_to_shape(
       cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, Int<kBlockM>,
                                                           Int<kHeadDim>>(),
       Shape<Int<kBlockM>, Int<kHeadDim>>{}));
@@ -95,7 +110,7 @@ struct KernelTraits {
       Layout<Shape<int32_t, int32_t, int32_t, int32_t>, Stride<int64_t, _1, int64_t, int64_t>>;
   using GmemTensor =
       decltype(make_tensor(make_gmem_ptr(static_cast<const Element*>(nullptr)), GmemLayout{}));
-  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQ{},
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQTile{},
                                       select<0, 2>(TileShape{}), _1{}));
   using TmaK = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutK{}),
                                       select<1, 2>(TileShape{}), _1{}));
@@ -107,23 +122,30 @@ struct KernelTraits {
 
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
 
-  // O is staged in shared memory for 16-byte global stores. Where Q, both rings and an O tile fit
-  // in one CTA's 227 KiB (D <= 160), O has its own buffer, so the next tile's Q loads while this
-  // tile's O is stored; above that O reuses Q's buffer once the tile's last S GEMM has retired, and
-  // the next Q waits for the store.
+  // Q has a ring of its own. With two stages (where two Q tiles and both K/V rings fit in one
+  // CTA's 227 KiB: D <= 160) the next tile's Q loads during this tile's whole main loop; with one
+  // (D = 192, 256) it waits for this tile's epilogue. Either way the epilogue stages O in the
+  // tile's own Q stage, whose last reader (the last S GEMM) has retired by then, and releases the
+  // stage once O is read back out.
   static constexpr int kSmemLimitBytes = 227 * 1024;
   static constexpr int kBarrierBytes = 1024;
-  static constexpr bool kSeparateO =
-      2 * kQBytes + 2 * kStages * kKVBytes + kBarrierBytes <= kSmemLimitBytes;
+  static constexpr int kQStages =
+      2 * kQBytes + 2 * kStages * kKVBytes + kBarrierBytes <= kSmemLimitBytes ? 2 : 1;
+  using PipelineQ = cutlass::PipelineTmaAsync<kQStages>;
+  using SmemLayoutQ = decltype(tile_to_shape(
+      cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, Int<kBlockM>,
+                                                          Int<kHeadDim>>(),
+      Shape<Int<kBlockM>, Int<kHeadDim>, Int<kQStages>>{}));
+  static constexpr int kQTileElements = cute::cosize_v<SmemLayoutQTile>;
 
   struct SharedStorage {
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> q;
-    alignas(1024) cute::array_aligned<Element, kSeparateO ? cute::cosize_v<SmemLayoutQ> : 1> o;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> k;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutV>> v;
+    typename PipelineQ::SharedStorage pipeline_q;
     typename Pipeline::SharedStorage pipeline_k;
     typename Pipeline::SharedStorage pipeline_v;
-    cutlass::arch::ClusterTransactionBarrier q_full;
+    TileRing::SharedStorage tiles;
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
   static_assert(kSmemBytes <= kSmemLimitBytes, "the tile table's shapes must fit one CTA");

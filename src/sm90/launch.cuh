@@ -27,7 +27,7 @@ cudaError_t launch_kernel(const FwdParams<Traits>& params, int num_ctas, cudaStr
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (configured != cudaSuccess) return configured;
-  kernel<<<num_ctas, kThreads, Traits::kSmemBytes, stream>>>(params);
+  kernel<<<num_ctas, Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
   return cudaGetLastError();
 }
 
@@ -39,14 +39,14 @@ cudaError_t launch_traits(const LaunchArgs& in, cudaStream_t stream) {
   params.args = in.args;
   const int d = in.args.head_dim, b = in.args.batch;
   params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.q, d, b),
-                               typename Traits::SmemLayoutQ{}, select<0, 2>(TileShape{}), _1{});
+                               typename Traits::SmemLayoutQTile{}, select<0, 2>(TileShape{}), _1{});
   params.tma_k =
       make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.k, d, b),
                     take<0, 2>(typename Traits::SmemLayoutK{}), select<1, 2>(TileShape{}), _1{});
   params.tma_v =
       make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.v, d, b),
                     take<0, 2>(typename Traits::SmemLayoutV{}), select<1, 2>(TileShape{}), _1{});
-  const bool softcap = in.args.softcap.cap > 0.f;
+  const bool softcap = in.args.softcap_out > 0.f;
   if (in.pingpong && in.intra_overlap) {
     return softcap ? launch_kernel<Traits, Variant<true>>(params, in.num_ctas, stream)
                    : launch_kernel<Traits, Variant<false>>(params, in.num_ctas, stream);

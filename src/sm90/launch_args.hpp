@@ -23,6 +23,7 @@ struct LaunchArgs {
   GmemInput q, k, v;
   bool bf16;
   int num_ctas;
+  bool dynamic = false;  // masked: CTAs take tiles from FwdArgs::tile_counter (set at launch)
   bool pingpong = true;  // Schedule switches (fwd_kernel.cuh); production runs both on
   bool intra_overlap = true;
 };

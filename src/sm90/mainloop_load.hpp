@@ -1,7 +1,8 @@
 // The producer: one warp that issues every TMA load of a CTA's tiles. Per tile it loads Q once and
 // then K and V one key block at a time, last block first (the order the consumers visit them),
-// each into the next free stage of its ring. The first K block is issued before Q so that it is in
-// flight while the consumers still store the previous tile's O through Q's shared memory.
+// each into the next free stage of its ring. The first K block is issued before Q so that, with a
+// single Q stage, it is in flight while the consumers still store the previous tile's O through
+// that stage.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -17,13 +18,14 @@ template <typename Traits>
 struct MainloopLoad {
   using Pipeline = typename Traits::Pipeline;
   using PipelineState = typename Pipeline::PipelineState;
+  using PipelineQ = typename Traits::PipelineQ;
   using TileShape = typename Traits::TileShape;
   using SharedStorage = typename Traits::SharedStorage;
 
   // Called by all 32 lanes of the producer warp: they wait on the rings together, and one lane
   // issues the copies.
   __device__ static void run(const FwdParams<Traits>& params, SharedStorage& smem,
-                             Pipeline& pipeline_k, Pipeline& pipeline_v) {
+                             PipelineQ& pipeline_q, Pipeline& pipeline_k, Pipeline& pipeline_v) {
     const FwdArgs& a = params.args;
     const bool issuer = cute::elect_one_sync();
     if (issuer) {
@@ -39,12 +41,16 @@ struct MainloopLoad {
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutV{});
 
+    typename PipelineQ::PipelineState write_q = cutlass::make_producer_start_state<PipelineQ>();
     PipelineState write_k = cutlass::make_producer_start_state<Pipeline>();
     PipelineState write_v = cutlass::make_producer_start_state<Pipeline>();
-    bool first_tile = true;
-    for (TileSequence tiles(a.num_tiles); tiles.valid(); tiles.next()) {
-      const Tile tile = TileScheduler::decode(a, tiles.index());
-      const BlockRange range = key_blocks<kBlockM, Traits::kBlockN>(a, tile);
+    TileCursor cursor;
+    for (int tile_index = cursor.first();; tile_index = cursor.next(a)) {
+      // The consumers learn every tile, and the end (an index past the last tile), from here.
+      TileRing::publish(smem.tiles, cursor.taken, tile_index);
+      if (tile_index >= a.num_tiles) break;
+      const Tile tile = TileScheduler::decode(a, tile_index);
+      const BlockRange range = key_blocks<Traits::kBlockM, Traits::kBlockN>(a, tile);
       const int kv_head = tile.head / a.kv_group;
       Tensor gQ = local_tile(mQ(_, _, tile.head, tile.batch), select<0, 2>(TileShape{}),
                              make_coord(tile.m_block, _0{}));
@@ -81,16 +87,14 @@ struct MainloopLoad {
         ++write_v;
       };
 
-      if (!range.empty()) load_k(range.end - 1);
-      // Q's shared memory holds the previous tile's O until both consumer warpgroups stored it.
-      if (!first_tile) wait_query_empty();
-      first_tile = false;
-      if (range.empty()) continue;
+      if (range.empty()) continue;  // the consumers write O = 0 without waiting for anything
+      load_k(range.end - 1);
+      pipeline_q.producer_acquire(write_q);
       if (issuer) {
-        smem.q_full.arrive_and_expect_tx(Traits::kQBytes);
-        copy(params.tma_q.with(reinterpret_cast<uint64_t&>(smem.q_full), 0), get<0>(q_views),
-             get<1>(q_views));
+        copy(params.tma_q.with(*pipeline_q.producer_get_barrier(write_q), 0), get<0>(q_views),
+             get<1>(q_views)(_, write_q.index()));
       }
+      ++write_q;
       load_v(range.end - 1);
       for (int n_block = range.end - 2; n_block >= range.begin; --n_block) {
         load_k(n_block);
@@ -98,6 +102,7 @@ struct MainloopLoad {
       }
     }
     // Keeps the warp alive until the consumers released every stage it filled.
+    pipeline_q.producer_tail(write_q);
     pipeline_k.producer_tail(write_k);
     pipeline_v.producer_tail(write_v);
   }

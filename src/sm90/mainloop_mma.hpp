@@ -14,6 +14,7 @@
 #include <cute/arch/mma_sm90_desc.hpp>
 
 #include "common/online_softmax.hpp"
+#include "common/score_scaling.hpp"
 #include "sm90/fwd_params.hpp"
 #include "sm90/kernel_traits.hpp"
 #include "sm90/named_barriers.hpp"
@@ -61,7 +62,10 @@ struct MainloopMma {
   using OutFrag = float[1][kOutTiles][4];
   using Softmax = OnlineSoftmax<1>;
 
-  int warpgroup;  // 0 or 1 among the consumers
+  int warpgroup;  // among the consumers
+  __device__ int next_warpgroup() const {
+    return warpgroup + 1 < Traits::kConsumerWarpgroups ? warpgroup + 1 : 0;
+  }
   typename Traits::TiledMmaQK mma_qk;
   typename Traits::TiledMmaPV mma_pv;
 
@@ -70,8 +74,10 @@ struct MainloopMma {
   }
   __device__ static OutFrag& as_out(float* data) { return *reinterpret_cast<OutFrag*>(data); }
 
-  // Pingpong turns. Warpgroup 0 holds the first turn: it arrives on its own barrier once, before
-  // its first wait, so that wait completes with its own 2 x 128 arrivals.
+  // Pingpong turns, passed round robin. Warpgroup 0 holds the first turn: it arrives on its own
+  // barrier once, before its first wait, so that wait completes with its own 2 x 128 arrivals.
+  // Every warpgroup takes the same number of turns per tile (one per GEMM issue), so the order
+  // holds across tiles.
   __device__ void start_turns() const {
     if constexpr (kPingpong) {
       if (warpgroup == 0) {
@@ -89,21 +95,22 @@ struct MainloopMma {
   __device__ void pass_turn() const {
     if constexpr (kPingpong) {
       cutlass::arch::NamedBarrier::arrive(2 * kWarpgroupThreads,
-                                          barrier_id(NamedBarrierId::kTurn0, 1 - warpgroup));
+                                          barrier_id(NamedBarrierId::kTurn0, next_warpgroup()));
     }
   }
 
   // Raw dot products -> what the softmax takes (FwdArgs::prescale), then -inf where the mask hides
   // a key. Only blocks that are not fully visible to this warpgroup's rows pay for the mask.
-  // Softcap is a template switch: its tanhf is a long branchy sequence per element, and kept as a
-  // runtime branch it doubled the kernel's code (instruction-cache misses on every problem).
+  // Softcap is a template switch: with tanhf (a long branchy sequence per element) as a runtime
+  // branch the kernel's code doubled (instruction-cache misses on every problem); it now uses the
+  // one-instruction tanh.approx (common/score_scaling.hpp) and stays a switch.
   template <typename ScoreTensor>
   __device__ static void prepare_scores(const FwdArgs& a, ScoreTensor& s,
                                         const AccumulatorCoords& coords, int tile_row0, int key0,
                                         bool masked) {
     if constexpr (Variant::kSoftcap) {
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(s); ++i) s(i) = a.softcap(s(i) * a.scale) * kLog2e;
+      for (int i = 0; i < size(s); ++i) s(i) = a.softcap_out * fast_tanh(s(i) * a.softcap_in);
     } else if (a.prescale) {  // a scale <= 0: one multiply per element
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(s); ++i) s(i) *= a.scale_log2;
@@ -150,7 +157,7 @@ struct MainloopMma {
     Tensor tSrS = partition_fragment_C(mma_qk, select<0, 1>(TileShape{}));
     Tensor tOrP = make_tensor<Element>(partition_shape_A(mma_pv, select<0, 1>(TileShape{})));
     const AccumulatorCoords coords = AccumulatorCoords::of(thread);
-    const int tile_row0 = tile.m_block * kBlockM;
+    const int tile_row0 = tile.m_block * Traits::kBlockM;
     const int wg_row0 = tile_row0 + warpgroup * kRowsPerWarpgroup;
     auto needs_mask = [&](int n_block) {
       const int key0 = n_block * kBlockN;

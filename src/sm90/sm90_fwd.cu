@@ -27,13 +27,16 @@ using sm90::LaunchArgs;
 constexpr int64_t kMaxSeqlen = int64_t{1} << 29;
 // A TMA descriptor's strides are at most 2^40 bytes.
 constexpr int64_t kMaxTmaStrideBytes = int64_t{1} << 40;
-// Auto leaves grids of at most half as many 128-row tiles as SMs to the sm80 backend's small-grid
-// tiles and split-KV: measured on the H100 (132 SMs, docs/perf.md sm90 v4), B1 H8 D64 fp16 at
-// S1024 (64 tiles) took 10.2 us on sm80 against 15.7 on sm90, and at S2048 (128 tiles) 26.4 us
-// against 23.5.
-constexpr int64_t kSmsPerTileForSm80 = 2;
-// See plan(): masked problems with more query blocks per head than this get one CTA per tile.
-constexpr int kMaxPersistentMaskedMBlocks = 32;
+// Auto leaves problems of at most half as many 128-row query blocks as SMs to the sm80 backend's
+// small-grid tiles and split-KV: measured on the H100 (132 SMs, docs/perf.md sm90 v4), B1 H8 D64
+// fp16 at S1024 (64 blocks) took 10.2 us on sm80 against 15.7 on sm90, and at S2048 (128 blocks)
+// 26.4 us against 23.5. Counted in 128-row blocks whatever the tile, so that the rule stays the
+// measured amount of work.
+constexpr int64_t kSmsPerBlockForSm80 = 2;
+constexpr int64_t kAutoBlockRows = 128;
+// The dynamic schedule's tile counter, at the start of the workspace (split-KV partials, which
+// never share a launch with it, start there otherwise).
+constexpr size_t kTileCounterBytes = 256;
 
 GmemInput gmem_input(const InputTensor& t, int64_t seqlen, int64_t heads) {
   return {t.data,        static_cast<int>(seqlen), static_cast<int>(heads),
@@ -52,9 +55,10 @@ LaunchArgs kernel_view(const Problem& problem) {
   const ScoreScaling scaling = score_scaling(problem);
   p.scale = scaling.scale;
   p.scale_log2 = scaling.scale_log2;
-  p.softcap = problem.softcap;
   p.prescale = scaling.prescale;
   p.exp_factor = scaling.exp_factor;
+  p.softcap_in = scaling.softcap_in;
+  p.softcap_out = scaling.softcap_out;
   p.o = a.o.data;
   p.o_batch = a.o.strides.batch;
   p.lse = a.lse;
@@ -79,16 +83,21 @@ int64_t kernel_rows(const FwdArgs& p) {
 
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
 // Lab builds only (CMake FLASHCORE_SM90_SCHEDULE_VARIANTS): FLASHCORE_SM90_SCHEDULE names the parts
-// of the schedule to keep, from "pingpong", "overlap" and "persistent" (comma separated; unset
-// keeps all), so that docs/perf.md can measure what each gives. Without "persistent" every tile
-// gets its own CTA. Variants exist for hd128 without softcap.
+// of the schedule to keep, from "pingpong", "overlap", "persistent" and "dynamic" (comma
+// separated; unset keeps all), so that docs/perf.md can measure what each gives. Without
+// "persistent" every tile gets its own CTA; without "dynamic" masked problems follow the fixed
+// sequence too. Pingpong and overlap variants exist for hd128 without softcap.
 void apply_schedule_knob(LaunchArgs* in) {
   const char* knob = std::getenv("FLASHCORE_SM90_SCHEDULE");
   if (knob == nullptr) return;
   const std::string parts = std::string(",") + knob + ",";
   in->pingpong = parts.find(",pingpong,") != std::string::npos;
   in->intra_overlap = parts.find(",overlap,") != std::string::npos;
-  if (parts.find(",persistent,") == std::string::npos) in->num_ctas = in->args.num_tiles;
+  if (parts.find(",dynamic,") == std::string::npos) in->dynamic = false;
+  if (parts.find(",persistent,") == std::string::npos) {
+    in->num_ctas = in->args.num_tiles;
+    in->dynamic = false;
+  }
 }
 #endif
 
@@ -98,7 +107,8 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   FwdArgs& p = in.args;
   const int head_dim = sm90::instantiated_head_dim(problem.params.head_dim);
   const int block_n = sm90::block_n_for(head_dim);
-  p.num_m_blocks = (p.seqlen_q + sm90::kBlockM - 1) / sm90::kBlockM;
+  const int block_m = sm90::block_m_for(head_dim);
+  p.num_m_blocks = (p.seqlen_q + block_m - 1) / block_m;
   const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
   sm80::SplitInputs split{};
   split.ctas = pairs * p.num_m_blocks;
@@ -115,16 +125,14 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
       std::clamp<int64_t>(int64_t{device.l2CacheSize} / 2 / kv_bytes_per_head, 1, pairs));
   const int64_t tiles = split.ctas * p.num_splits;
   p.num_tiles = static_cast<int>(tiles);
-  // Persistent (one CTA per SM) unless the tiles differ a lot in work: with a causal or windowed
-  // mask and more than kMaxPersistentMaskedMBlocks query blocks per head, the hardware's dynamic
-  // CTA launch (one CTA per tile, started as others finish, longest first) balances the tiles
-  // better than our static sequence; below that, a CTA's setup per tile costs more than the
-  // imbalance (docs/perf.md, sm90 v3: causal S8k hd128 1.04x cuDNN against 0.91x persistent, S512
-  // 0.61x against 0.82x).
+  // Persistent: one CTA per SM. With a causal or windowed mask the tiles differ in work, and each
+  // CTA takes its next tile from a counter when it is ready for one (tile_scheduler.hpp). Measured
+  // against the alternatives in docs/perf.md (sm90 v5): a fixed sequence left the CTAs that drew
+  // long tiles behind (causal S4k hd128 0.89x cuDNN), and one CTA per tile, the hardware's own
+  // dynamic launch, pays a CTA's setup per tile (causal S1k 0.80x against 0.93x persistent).
   const bool masked = p.mask.left >= 0 || p.mask.right >= 0;
-  const bool persistent = !masked || p.num_m_blocks <= kMaxPersistentMaskedMBlocks;
-  in.num_ctas =
-      static_cast<int>(persistent ? std::min<int64_t>(tiles, device.multiProcessorCount) : tiles);
+  in.dynamic = masked && p.num_splits == 1;
+  in.num_ctas = static_cast<int>(std::min<int64_t>(tiles, device.multiProcessorCount));
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
   apply_schedule_knob(&in);
 #endif
@@ -180,10 +188,12 @@ const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
 }
 
 const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& device) {
-  const LaunchArgs in = plan(problem, device);
-  const int64_t unsplit_tiles = int64_t{in.args.num_tiles} / in.args.num_splits;
-  if (kSmsPerTileForSm80 * unsplit_tiles <= device.multiProcessorCount) {
-    return "leaves grids of at most one 128-row tile per two SMs to the sm80 small-grid tiles";
+  const FwdArgs view = kernel_view(problem).args;
+  const int64_t blocks =
+      int64_t{view.batch} * view.heads * ((view.seqlen_q + kAutoBlockRows - 1) / kAutoBlockRows);
+  if (kSmsPerBlockForSm80 * blocks <= device.multiProcessorCount) {
+    return "leaves grids of at most one 128-row query block per two SMs to the sm80 small-grid "
+           "tiles";
   }
   return "";
 }
@@ -192,6 +202,7 @@ size_t sm90_workspace_bytes(const Problem& problem) {
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
   const LaunchArgs in = plan(problem, device);
+  if (in.dynamic) return kTileCounterBytes;
   return sm80::split_workspace_bytes(in.args.num_splits, kernel_rows(in.args), in.args.head_dim);
 }
 
@@ -209,6 +220,15 @@ Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream)
   if (p.num_splits > 1) {
     p.o_partial = static_cast<float*>(workspace);
     p.lse_partial = p.o_partial + p.num_splits * kernel_rows(p) * p.head_dim;
+  }
+  if (in.dynamic) {
+    // The first wave takes tiles 0..num_ctas-1 by CTA index; the counter hands out the rest.
+    p.tile_counter = static_cast<int*>(workspace);
+    if (Status s = launch_status(cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream),
+                                 "sm90 tile counter reset");
+        !s.ok()) {
+      return s;
+    }
   }
   cudaError_t launched = cudaErrorInvalidValue;
   sm90::with_head_dim(problem.params.head_dim, [&](auto d) {

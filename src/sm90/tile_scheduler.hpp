@@ -1,6 +1,5 @@
-// Persistent tile scheduler: one CTA per SM walks a fixed sequence of tiles that the producer
-// and the consumers both compute, so they need no queue between them. A tile is (query block,
-// batch, head, split).
+// Persistent tile scheduler: one CTA per SM runs tiles until none are left. A tile is (query
+// block, batch, head, split).
 //
 // Order: (batch, head) pairs are taken head_group at a time, and inside a group every query block
 // of those heads runs before the next group starts, so the CTAs working at the same time read the
@@ -9,7 +8,17 @@
 // a causal or windowed mask the last blocks see the most keys, and starting the longest tiles first
 // (longest-processing-time-first) keeps the short diagonal tiles for the end, where they fill the
 // gaps instead of forming a tail.
+//
+// Who decides: the producer warp picks each tile and hands its index to the consumers through a
+// two-slot ring in shared memory (TileRing), so only one place computes the sequence. Uniform
+// tiles (no mask) follow a fixed sequence (TileSequence). Masked tiles differ in work by up to the
+// number of query blocks, and a fixed sequence leaves some CTAs with more than others; there each
+// CTA takes its next tile from a global counter when it is ready for one (FwdArgs::tile_counter,
+// zeroed before the launch), which is longest-processing-time-first on tiles already sorted
+// longest first.
 #pragma once
+
+#include <cutlass/arch/barrier.h>
 
 #include "sm90/fwd_params.hpp"
 
@@ -27,21 +36,69 @@ struct Tile {
 // tiles of a round takes one of the shortest of the next: with a causal mask, where the first
 // tiles see up to num_m_blocks times more keys than the last, a plain stride gave the CTAs that
 // started on the long tiles every long tile after them too (hd256 S16k causal: 0.67x cuDNN).
-struct TileSequence {
-  int round = 0;
-  int cta;
-  int ctas;
-  int num_tiles;
+//
+// The producer's side of both schedules: the index of the CTA's first tile and of each next one;
+// an index at or past num_tiles ends the CTA. Called by the 32 lanes of the producer warp
+// together. It keeps only the count of tiles taken: the producer runs on 24 registers, so the CTA
+// index, grid size and counter pointer are re-read where needed (special registers and kernel
+// parameters), and the counter is read when the next tile is due rather than ahead (the producer
+// runs a K/V ring ahead of the consumers, which hides the atomic's latency from them).
+struct TileCursor {
+  int taken = 0;  // tiles before the current one
 
-  __device__ __forceinline__ TileSequence(int num_tiles_)
-      : cta(blockIdx.x), ctas(gridDim.x), num_tiles(num_tiles_) {}
-  __device__ __forceinline__ int index_of(int r) const {
-    return r * ctas + ((r & 1) ? ctas - 1 - cta : cta);
+  __device__ __forceinline__ static int fixed_index(int round) {
+    const int cta = blockIdx.x;
+    const int ctas = gridDim.x;
+    return round * ctas + ((round & 1) ? ctas - 1 - cta : cta);
   }
-  __device__ __forceinline__ int index() const { return index_of(round); }
-  __device__ __forceinline__ bool valid() const { return index() < num_tiles; }
-  __device__ __forceinline__ bool has_next() const { return index_of(round + 1) < num_tiles; }
-  __device__ __forceinline__ void next() { ++round; }
+  __device__ __forceinline__ int first() const { return fixed_index(0); }
+  __device__ __forceinline__ int next(const FwdArgs& a) {
+    ++taken;
+    if (a.tile_counter == nullptr) return fixed_index(taken);
+    int index = 0;
+    if (threadIdx.x % 32 == 0) index = atomicAdd(a.tile_counter, 1) + static_cast<int>(gridDim.x);
+    return __shfl_sync(0xffffffffu, index, 0);
+  }
+};
+
+// Tile indices from the producer warp to the consumers: two slots, so the producer can name the
+// next tile while the consumers still read the current one. Each side counts the indices it has
+// passed (slot = count % 2, mbarrier phase = count / 2 % 2). Plain mbarriers in shared memory
+// rather than a CUTLASS pipeline object, whose pointers and parameters would take registers the
+// 24-register producer does not have.
+struct TileRing {
+  static constexpr int kSlots = 2;
+  struct SharedStorage {
+    int index[kSlots];
+    cutlass::arch::ClusterBarrier full[kSlots];   // lane 0 of the producer arrives
+    cutlass::arch::ClusterBarrier empty[kSlots];  // every consumer thread arrives
+  };
+
+  // One thread, before the CTA-wide sync that publishes barrier initialization.
+  __device__ static void init(SharedStorage& ring, int consumer_threads) {
+    for (int slot = 0; slot < kSlots; ++slot) {
+      ring.full[slot].init(1);
+      ring.empty[slot].init(consumer_threads);
+    }
+  }
+  // The producer warp: waits for the slot's previous index to be read (a fresh barrier counts as
+  // read), then lane 0 writes the index and arrives (release), which publishes it.
+  __device__ static void publish(SharedStorage& ring, int count, int index) {
+    const int slot = count % kSlots;
+    ring.empty[slot].wait(((count / kSlots) & 1) ^ 1);
+    if (threadIdx.x % 32 == 0) {
+      ring.index[slot] = index;
+      ring.full[slot].arrive();
+    }
+  }
+  // Every consumer thread: waits (acquire), reads, and frees the slot.
+  __device__ static int take(SharedStorage& ring, int count) {
+    const int slot = count % kSlots;
+    ring.full[slot].wait((count / kSlots) & 1);
+    const int index = ring.index[slot];
+    ring.empty[slot].arrive();
+    return index;
+  }
 };
 
 struct TileScheduler {
