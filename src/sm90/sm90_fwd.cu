@@ -189,11 +189,18 @@ const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
 
 const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& device) {
   const FwdArgs view = kernel_view(problem).args;
-  const int64_t blocks =
-      int64_t{view.batch} * view.heads * ((view.seqlen_q + kAutoBlockRows - 1) / kAutoBlockRows);
+  const int64_t pairs = int64_t{view.batch} * view.heads;
+  const int64_t blocks = pairs * ((view.seqlen_q + kAutoBlockRows - 1) / kAutoBlockRows);
   if (kSmsPerBlockForSm80 * blocks <= device.multiProcessorCount) {
     return "leaves grids of at most one 128-row query block per two SMs to the sm80 small-grid "
            "tiles";
+  }
+  // 192-row tiles (D <= 64) that do not fill one wave: B1 H8 D64 fp16 S2048 is 88 tiles on 132
+  // SMs and took 28.3 us against 26.5 on sm80 (docs/perf.md, sm90 v5).
+  const int block_m = sm90::block_m_for(sm90::instantiated_head_dim(problem.params.head_dim));
+  const int64_t tiles = pairs * ((view.seqlen_q + block_m - 1) / block_m);
+  if (block_m > kAutoBlockRows && tiles < device.multiProcessorCount) {
+    return "leaves grids of fewer 192-row tiles than SMs to the sm80 small-grid tiles";
   }
   return "";
 }
