@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "api/backend_registry.hpp"
 #include "api/validate.hpp"
+#include "common/launch_status.hpp"
 #include "common/problem.hpp"
 #include "reference/gpu_oracle.hpp"
 

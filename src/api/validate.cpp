@@ -7,9 +7,9 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <mutex>
 #include <string>
 
+#include "common/device_properties.hpp"
 #include "common/problem.hpp"
 
 namespace flashcore::detail {
@@ -133,29 +133,6 @@ Status check_device_pointer(const char* name, const void* data) {
 }
 
 }  // namespace
-
-Status current_device_properties(cudaDeviceProp* properties) {
-  // cudaGetDeviceProperties costs far more than a launch, so each device is queried once.
-  constexpr int kMaxDevices = 64;
-  static cudaDeviceProp cache[kMaxDevices];
-  static std::once_flag queried[kMaxDevices];
-  static cudaError_t query_error[kMaxDevices];
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
-    cudaGetLastError();
-    return {StatusCode::kNoDevice,
-            "no CUDA device: flashcore needs an NVIDIA GPU (sm_80 or newer)"};
-  }
-  std::call_once(queried[device],
-                 [&] { query_error[device] = cudaGetDeviceProperties(&cache[device], device); });
-  if (query_error[device] != cudaSuccess) {
-    cudaGetLastError();
-    return {StatusCode::kNoDevice, cat("cannot query CUDA device ", device, ": ",
-                                       cudaGetErrorString(query_error[device]))};
-  }
-  *properties = cache[device];
-  return Status::Ok();
-}
 
 Status validate_arguments(const AttentionParams& p) {
   const std::array<std::pair<const char*, int64_t>, 6> sizes{{{"batch", p.batch},

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "api/backend_registry.hpp"
-#include "api/validate.hpp"
+#include "common/device_properties.hpp"
+#include "common/launch_status.hpp"
 #include "common/query_view.hpp"
 #include "common/score_scaling.hpp"
 #include "sm80/combine.cuh"

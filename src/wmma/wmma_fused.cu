@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "api/backend_registry.hpp"
+#include "common/launch_status.hpp"
 #include "wmma/wmma_fused.hpp"
 
 namespace flashcore::detail {
