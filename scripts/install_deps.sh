@@ -18,6 +18,8 @@ command -v cmake >/dev/null || need_apt+=(cmake)
 command -v ninja >/dev/null || need_apt+=(ninja-build)
 command -v g++ >/dev/null || need_apt+=(g++)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+[ -f /usr/include/nlohmann/json.hpp ] || need_apt+=(nlohmann-json3-dev)  # the lab's JSON
+[ -f /usr/include/CLI/CLI.hpp ] || need_apt+=(libcli11-dev)              # the lab's CLI
 command -v clang-format >/dev/null || need_apt+=(clang-format)  # scripts/check_format.sh
 }
 if [ ${#need_apt[@]} -gt 0 ]; then

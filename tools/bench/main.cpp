@@ -85,7 +85,7 @@ bool check_record(const Options& options, RunRecord* record, std::string* error)
     }
     Json expectations;
     std::string parse_error;
-    if (!Json::parse(text, &expectations, &parse_error)) {
+    if (!parse_json(text, &expectations, &parse_error)) {
       *error = path + ": " + parse_error;
       return false;
     }
@@ -111,7 +111,7 @@ int run_check(const Options& options) {
   std::string text, error;
   if (!read_file(options.results, &text)) return fail(kExitUsage, "cannot read " + options.results);
   Json json;
-  if (!Json::parse(text, &json, &error)) return fail(kExitUsage, options.results + ": " + error);
+  if (!parse_json(text, &json, &error)) return fail(kExitUsage, options.results + ": " + error);
   RunRecord record;
   if (!from_json(json, &record, &error)) return fail(kExitUsage, options.results + ": " + error);
   if (!check_record(options, &record, &error)) return fail(kExitUsage, error);
@@ -142,7 +142,7 @@ int run_targets(const Options& options, const Knobs& knobs, const std::string& c
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) return fail(kExitFailed, "cannot create " + out.string() + ": " + ec.message());
-  if (!write_file(out / "results.json", to_json(record).dump(), &error) ||
+  if (!write_file(out / "results.json", dump_json(to_json(record)), &error) ||
       !write_file(out / "report.md", render_markdown(record), &error) ||
       !write_file(out / "tflops.svg", render_svg(record.results), &error)) {
     return fail(kExitFailed, error);
