@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
   if (!parse_args(argc, argv, is_backend, &options, &error)) return fail(kExitUsage, error);
   switch (options.command) {
     case Command::kHelp:
-      std::fputs(help_text().c_str(), stdout);
+      std::fputs(options.help.c_str(), stdout);
       return kExitOk;
     case Command::kListTargets: {
       std::string text;
@@ -188,12 +188,10 @@ int main(int argc, char** argv) {
     case Command::kRun:
       break;
   }
-  Knobs knobs;
-  if (!read_knobs([](const char* name) { return std::getenv(name); }, is_backend, &knobs, &error) ||
-      !check_knobs_for_targets(knobs, options.targets, &error)) {
+  if (!check_knobs_for_targets(options.knobs, options.targets, &error)) {
     return fail(kExitUsage, error);
   }
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i > 0 ? " " : "") + std::string(argv[i]);
-  return run_targets(options, knobs, command_line);
+  return run_targets(options, options.knobs, command_line);
 }
