@@ -105,6 +105,20 @@ TEST(Cli, RunParsesTargetsProfileOutAndExtraArgs) {
   EXPECT_TRUE(TargetArgs{}.enable_pdl) << "PDL is on unless a target turns it off";
 }
 
+TEST(Cli, RepeatedOptionsTakeTheLastValueAndTargetsAccumulate) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(parse({"run", "--targets", "flashcore:sm80", "--out", "a", "--profile", "full",
+                     "--targets=flashcore:wmma", "--out", "b", "--profile", "minimal"},
+                    &o, &error))
+      << error;
+  EXPECT_EQ(o.out_dir, "b");
+  EXPECT_EQ(o.profile, Profile::kMinimal);
+  ASSERT_EQ(o.targets.size(), 2u);  // in the target table's order
+  EXPECT_EQ(o.targets[0].name(), "flashcore:wmma");
+  EXPECT_EQ(o.targets[1].name(), "flashcore:sm80");
+}
+
 TEST(Cli, BadInputSaysWhatIsValid) {
   Options o;
   std::string error;

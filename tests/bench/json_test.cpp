@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "parity.hpp"
-#include "plot_svg.hpp"
 #include "report_json.hpp"
 #include "report_markdown.hpp"
 
@@ -278,27 +277,6 @@ TEST(Reports, MarkdownTablesHaveTheCopyColumnNextToGemm) {
   std::snprintf(cell, sizeof(cell), "| %.1f | %.1f |", *r.pct_of_gemm_ceiling,
                 *r.pct_of_copy_ceiling);
   EXPECT_NE(md.find(cell), std::string::npos) << cell;
-}
-
-TEST(Reports, SvgHasOnePanelPerHeadDim) {
-  RunRecord record = sample_record();
-  Result other = record.results[1];
-  other.c.head_dim = 128;
-  other.c.seqlen_q = other.c.seqlen_k = 4096;
-  record.results.push_back(other);
-  Result decode = record.results[1];
-  decode.c.head_dim = 256;
-  decode.c.seqlen_q = 1;
-  decode.c.seqlen_k = 4096;
-  record.results.push_back(decode);
-  derive_metrics(&record.results, record.gemm_tflops, record.copy_gbps);
-  const std::string svg = render_svg(record.results);
-  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
-  EXPECT_NE(svg.find("head dim 64"), std::string::npos);
-  EXPECT_NE(svg.find("head dim 128"), std::string::npos);
-  EXPECT_EQ(svg.find("head dim 256"), std::string::npos) << "decode is not on a seqlen axis";
-  EXPECT_NE(svg.find("polyline"), std::string::npos);
-  EXPECT_NE(svg.find("</svg>"), std::string::npos);
 }
 
 TEST(Parity, ComparesRelativeL2AndCatchesNaN) {

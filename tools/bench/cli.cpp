@@ -215,6 +215,9 @@ std::unique_ptr<Parser> make_parser(const BackendCheck& is_backend, Options* o) 
   auto p = std::make_unique<Parser>();
   CLI::App& app = p->app;
   app.require_subcommand(0, 1);
+  // A repeated option takes its last value: scripts/lab.sh passes --out and --profile, and the
+  // caller's own arguments after them win.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.footer(R"(Artifacts (in --out): results.json (schema flashcore-bench/results v1), report.md;
 plots: python3 bench/plot.py DIR/results.json.
 NVTX ranges: <chapter>_<role>_<provider> per target (e.g. flashattention_baseline_unfused,

@@ -12,7 +12,6 @@
 #include "cli.hpp"
 #include "expectations.hpp"
 #include "flashcore/attention.hpp"
-#include "plot_svg.hpp"
 #include "report_json.hpp"
 #include "report_markdown.hpp"
 #include "runner.hpp"
@@ -143,8 +142,7 @@ int run_targets(const Options& options, const Knobs& knobs, const std::string& c
   fs::create_directories(out, ec);
   if (ec) return fail(kExitFailed, "cannot create " + out.string() + ": " + ec.message());
   if (!write_file(out / "results.json", dump_json(to_json(record)), &error) ||
-      !write_file(out / "report.md", render_markdown(record), &error) ||
-      !write_file(out / "tflops.svg", render_svg(record.results), &error)) {
+      !write_file(out / "report.md", render_markdown(record), &error)) {
     return fail(kExitFailed, error);
   }
   if (!expectations_read) {
@@ -156,7 +154,8 @@ int run_targets(const Options& options, const Knobs& knobs, const std::string& c
     skipped += r.outcome == Outcome::kSkipped;
   }
   std::printf(
-      "%zu results: %zu FAILED, %zu SKIPPED\nartifacts: %s/{results.json,report.md,tflops.svg}\n",
+      "%zu results: %zu FAILED, %zu SKIPPED\nartifacts: %s/{results.json,report.md} (plots: "
+      "python3 bench/plot.py on results.json)\n",
       record.results.size(), failed, skipped, out.string().c_str());
   if (record.expectations_checked) print_regressions(record);
   if (!record.regressions.empty()) return kExitRegressed;
