@@ -9,8 +9,10 @@ headers_only=0
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 deps="$root/.deps"
 
-CUTLASS_VERSION=4.2.0.0          # CUTLASS/CuTe headers: cutlass_library/source/include
-CUDNN_FRONTEND_VERSION=1.16.0    # cuDNN frontend C++ headers (the lab's in-process cuDNN peer)
+# The version constraints.txt pins for a distribution.
+pin() { sed -n "s/^$1==//p" "$root/constraints.txt"; }
+CUTLASS_VERSION=$(pin nvidia-cutlass)                # CUTLASS/CuTe: cutlass_library/source/include
+CUDNN_FRONTEND_VERSION=$(pin nvidia-cudnn-frontend)  # cuDNN frontend C++ headers (the lab's peer)
 
 need_apt=()
 [ $headers_only = 1 ] || {
