@@ -39,7 +39,7 @@ CHAPTER = "peers"
 WARMUP_MS, BUDGET_MS, MIN_SAMPLES, MAX_SAMPLES = 20.0, 100.0, 10, 500
 GRAPH_BELOW_US, TARGET_SAMPLE_US, MAX_LAUNCHES_PER_SAMPLE = 200.0, 2000.0, 1000
 WORKING_SET_OVER_L2, MAX_SETS, MAX_FREE_FRACTION_FOR_SETS = 2.0, 64, 0.25
-PARITY_TOLERANCE = {"bf16": 1e-2, "fp16": 5e-3}  # rel L2 against flashcore, as flashcore-bench
+PARITY_TOLERANCE = {"bf16": 1e-2, "fp16": 5e-3}  # rel L2 against flashcore: reference/tolerance.hpp
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 

@@ -19,8 +19,7 @@ namespace {
 
 constexpr int kWarpSize = 32;
 constexpr int kWarpsPerBlock = 4;
-constexpr int kMaxHeadDim = 256;
-constexpr int kMaxDimsPerLane = kMaxHeadDim / kWarpSize;
+constexpr int kMaxDimsPerLane = static_cast<int>(kMaxHeadDim) / kWarpSize;
 // Warps stride over the rows, so any B * Hq * Sq fits in a bounded grid.
 constexpr int64_t kMaxBlocks = int64_t{1} << 16;
 

@@ -19,7 +19,6 @@ namespace {
 // aligned: pointers on 16 bytes, strides in multiples of 8 two-byte elements.
 constexpr int64_t kAlignBytes = 16;
 constexpr int64_t kAlignElements = kAlignBytes / 2;
-constexpr int64_t kMaxHeadDim = 256;
 
 Status invalid(const std::string& message) { return {StatusCode::kInvalidArgument, message}; }
 
@@ -148,9 +147,9 @@ Status validate_arguments(const AttentionParams& p) {
     return invalid(cat("heads_q (", p.heads_q, ") is not a multiple of heads_kv (", p.heads_kv,
                        "); GQA needs heads_q % heads_kv == 0"));
   }
-  if (p.head_dim > kMaxHeadDim || p.head_dim % kAlignElements != 0) {
+  if (p.head_dim > kMaxHeadDim || p.head_dim % kHeadDimMultiple != 0) {
     return {StatusCode::kUnsupported,
-            cat("head_dim ", p.head_dim, " is not supported; use a multiple of ", kAlignElements,
+            cat("head_dim ", p.head_dim, " is not supported; use a multiple of ", kHeadDimMultiple,
                 " up to ", kMaxHeadDim, " (64, 128 and 256 run on every backend)")};
   }
   if (p.q.dtype != DType::kFloat16 && p.q.dtype != DType::kBFloat16) {

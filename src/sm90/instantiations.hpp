@@ -17,7 +17,7 @@
 namespace flashcore::sm90 {
 
 inline constexpr int kHeadDimStep = 32;
-inline constexpr int kMaxHeadDim = 256;
+inline constexpr int kMaxHeadDim = static_cast<int>(flashcore::kMaxHeadDim);
 
 // The instantiation a head dim runs on, or 0 when it has none (not a multiple of 8, or > 256).
 constexpr int instantiated_head_dim(int64_t head_dim) {

@@ -10,6 +10,7 @@
 #include "common/fp16_bf16.hpp"
 #include "reference/cpu_reference.hpp"
 #include "reference/gpu_oracle.hpp"
+#include "reference/tolerance.hpp"
 
 namespace flashcore::testing {
 namespace {
@@ -247,7 +248,7 @@ Errors compare(const AttentionCase& c, const std::vector<double>& o,
   return e;
 }
 
-double tolerance(DType dtype) { return dtype == DType::kFloat16 ? 5e-3 : 1e-2; }
+double tolerance(DType dtype) { return reference::parity_tolerance(dtype); }
 
 OracleOutput run_oracle(const CaseData& data) {
   const AttentionCase& c = data.spec();

@@ -2,15 +2,13 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <iterator>
 #include <memory>
+
+#include "flashcore/attention.hpp"
 
 namespace flashcore::bench {
 namespace {
-
-// The library's limits (src/api/validate.cpp): rows are 16-byte aligned, so D is a multiple of 8
-// fp16/bf16 elements, and no kernel tiles more than 256.
-constexpr int64_t kHeadDimAlign = 8;
-constexpr int64_t kMaxHeadDim = 256;
 
 const char* const kBackendNames = "auto, scalar, unfused, wmma, sm80, sm90";
 const char* const kTargetFlags =
@@ -100,7 +98,7 @@ void add_knobs(CLI::App* run, const BackendCheck& is_backend, Knobs* k) {
       ->check(CLI::Validator(
           [](std::string& v) {
             const int64_t d = to_int(v);
-            return d <= kMaxHeadDim && d % kHeadDimAlign == 0
+            return d <= kMaxHeadDim && d % kHeadDimMultiple == 0
                        ? std::string()
                        : "FLASHCORE_D=" + v +
                              " is not supported; use a multiple of 8 up to 256 (64, 128 and 256 "
@@ -185,7 +183,7 @@ bool parse_target_args(const std::string& target, const std::string& flags,
           },
           "N"));
   parser.add_option("--tile", args->tile, "CTA tile of the sm80 kernel")
-      ->check(one_of({"auto", "large", "small", "warpgroup", "warpgroup-pair"}, "--tile ",
+      ->check(one_of({std::begin(kTileShapeNames), std::end(kTileShapeNames)}, "--tile ",
                      "auto, large, small, warpgroup or warpgroup-pair"));
   parser
       .add_option_function<std::string>(
