@@ -3,8 +3,9 @@
 Peers: flashcore (every provider; the best one is "flashcore"), PyTorch SDPA with its flash,
 cuDNN, memory-efficient and math backends, PyTorch eager unfused attention, torch.compile'd
 FlexAttention with the matching block mask, and the Triton kernel in triton_attention.py.
-Every peer's output is checked against flashcore's before it is timed. Writes results.json (the
-flashcore-bench results schema, chapter "peers"), report.md and tflops.png into --out.
+Every peer's output is checked against flashcore's before it is timed, and every peer is timed by
+flashcore-bench's rules (time_fn). Writes results.json (the flashcore-bench results schema, chapter
+"peers"), report.md, and tflops.png and speedup.png (bench/plot.py) into --out.
 
     python bench/peers.py --profile minimal
 """
@@ -12,6 +13,7 @@ flashcore-bench results schema, chapter "peers"), report.md and tflops.png into 
 import argparse
 import datetime
 import json
+import math
 import pathlib
 import platform
 import statistics
@@ -25,14 +27,19 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 import flashcore
+import plot
 import triton_attention
 
 SCHEMA = "flashcore-bench/results"  # tools/bench/report_json.hpp
 SCHEMA_VERSION = 1
 CHAPTER = "peers"
-# Same knobs as flashcore-bench's timer (tools/bench/timer.hpp).
-WARMUP_MS, BUDGET_MS, MIN_SAMPLES, MAX_SAMPLES, GRAPH_BELOW_US = 20.0, 100.0, 10, 500, 200.0
-PARITY_TOLERANCE = {"bf16": 1e-2, "fp16": 5e-3}  # rel L2 against flashcore, as flashcore-bench
+# flashcore-bench's timing rules, with its constants: tools/bench/timer.{hpp,cpp} (warm-up, sample
+# budget, graph replay below 200 us with ~2 ms per replay) and tools/bench/case_data.cpp (input sets
+# rotated so that the working set is twice the L2, within a quarter of the free memory).
+WARMUP_MS, BUDGET_MS, MIN_SAMPLES, MAX_SAMPLES = 20.0, 100.0, 10, 500
+GRAPH_BELOW_US, TARGET_SAMPLE_US, MAX_LAUNCHES_PER_SAMPLE = 200.0, 2000.0, 1000
+WORKING_SET_OVER_L2, MAX_SETS, MAX_FREE_FRACTION_FOR_SETS = 2.0, 64, 0.25
+PARITY_TOLERANCE = {"bf16": 1e-2, "fp16": 5e-3}  # rel L2 against flashcore: reference/tolerance.hpp
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -83,69 +90,102 @@ def cases(profile, dtype):
     return canonical + grid
 
 
-def time_fn(fn):
-    """Per-launch time (µs) from CUDA events: median over samples after a warm-up. Launches
-    shorter than GRAPH_BELOW_US are captured in a CUDA graph and replayed, so that host overhead
-    does not count. Returns the flashcore-bench timing object."""
+def input_sets(case):
+    """How many (q, k, v) sets the timed launches rotate over: flashcore-bench's rule, so that a
+    small shape is timed from HBM as it would run inside a model, not from a warm L2."""
+    elements = case.batch * case.seqlen * case.heads * case.head_dim
+    set_bytes = 2 * 4 * elements  # q, k, v and the output, two bytes each
+    l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
+    sets = min(MAX_SETS, max(1, math.ceil(WORKING_SET_OVER_L2 * l2_bytes / set_bytes)))
+    free_bytes, _ = torch.cuda.mem_get_info()
+    while sets > 1 and sets * set_bytes > MAX_FREE_FRACTION_FOR_SETS * free_bytes:
+        sets -= 1
+    return sets
+
+
+def percentile(ordered, p):
+    """Linear interpolation between closest ranks, as flashcore-bench's summarize()."""
+    position = p * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def time_fn(fns):
+    """Per-launch time (us) of fns[i] (the same work on input set i), by flashcore-bench's rules
+    (tools/bench/timer.cpp): launches rotate over the sets; one launch absorbs lazy work, the next
+    gives an estimate; warm-up for WARMUP_MS; launches under GRAPH_BELOW_US are captured, a whole
+    number of passes over the sets per sample, into a CUDA graph of about TARGET_SAMPLE_US that is
+    replayed; samples fill BUDGET_MS; median and percentiles over the samples. Every sample is
+    enqueued before one synchronize, so no peer's Python host time is timed. Returns the
+    flashcore-bench timing object, plus the number of input sets."""
+    sets = len(fns)
+    counter = iter(range(sys.maxsize))
+
+    def launch_next():
+        fns[next(counter) % sets]()
+
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    launch_next()
+    start.record()
+    launch_next()
+    stop.record()
+    stop.synchronize()
+    estimate_us = max(1.0, start.elapsed_time(stop) * 1e3)
+    for _ in range(int(min(1e5, WARMUP_MS * 1e3 / estimate_us))):
+        launch_next()
+    torch.cuda.synchronize()
 
-    def elapsed_ms(run):
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        return start.elapsed_time(stop)
-
-    warm = 0.0
-    while warm < WARMUP_MS:  # compilation and autotuning happen in the first launch
-        warm += elapsed_ms(fn)
-    estimate_us = elapsed_ms(fn) * 1e3
-    method, run, per_sample = "events", fn, 1
+    method, per_sample, graph = "events", 1, None
     if estimate_us < GRAPH_BELOW_US:
-        per_sample = max(1, int(1000.0 / max(estimate_us, 1.0)))
-        graph = capture(fn, per_sample)
+        per_sample = math.ceil(TARGET_SAMPLE_US / estimate_us)
+        per_sample = max(1, min(MAX_LAUNCHES_PER_SAMPLE, math.ceil(per_sample / sets) * sets))
+        graph = capture(fns, per_sample)
         if graph is not None:
-            method, run = "graph", graph.replay
-            elapsed_ms(run)
+            method = "graph"
+            graph.replay()  # uploads the graph
+            torch.cuda.synchronize()
     samples = int(min(MAX_SAMPLES, max(MIN_SAMPLES, BUDGET_MS * 1e3 / (estimate_us * per_sample))))
-    # Every sample is enqueued before one final synchronize, as flashcore-bench and
-    # triton.testing.do_bench do: a sample that waited for the previous one would start its
-    # events on an idle GPU and count the Python call's host time, which differs between peers
-    # (flashcore's op ran 7-15% behind the same kernel in flashcore-bench that way; now 0-3%).
     events = [
         (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
         for _ in range(samples)
     ]
     for begin, end in events:
         begin.record()
-        run()
+        if graph is not None:
+            graph.replay()
+        else:
+            for _ in range(per_sample):
+                launch_next()
         end.record()
     torch.cuda.synchronize()
-    times = [begin.elapsed_time(end) * 1e3 / per_sample for begin, end in events]
+    times = sorted(begin.elapsed_time(end) * 1e3 / per_sample for begin, end in events)
     return dict(
         method=method,
         samples=samples,
         launches_per_sample=per_sample,
-        min_us=min(times),
-        p50_us=statistics.median(times),
-        p90_us=sorted(times)[int(0.9 * (samples - 1))],
+        min_us=times[0],
+        p50_us=percentile(times, 0.5),
+        p90_us=percentile(times, 0.9),
         mean_us=statistics.fmean(times),
         stdev_us=statistics.stdev(times) if samples > 1 else 0.0,
+        input_sets=sets,
     )
 
 
-def capture(fn, launches):
-    """A CUDA graph of `launches` calls of fn, or None when fn cannot be captured."""
+def capture(fns, launches):
+    """A CUDA graph of `launches` calls cycling over fns, or None when they cannot be captured."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        fn()
+        for fn in fns:  # torch's warm-up on a side stream before capture, once per set
+            fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph):
-            for _ in range(launches):
-                fn()
+            for i in range(launches):
+                fns[i % len(fns)]()
     except Exception:  # noqa: BLE001 - any peer that cannot be captured is timed with events
         torch.cuda.synchronize()
         return None
@@ -236,14 +276,18 @@ def peers(case, q, k, v):
 def measure(case, record):
     generator = torch.Generator(device="cuda").manual_seed(0)
     shape = (case.batch, case.seqlen, case.heads, case.head_dim)
-    q, k, v = (
-        torch.randn(shape, device="cuda", dtype=DTYPES[case.dtype], generator=generator)
-        for _ in range(3)
-    )
+    inputs = [
+        [torch.randn(shape, device="cuda", dtype=DTYPES[case.dtype], generator=generator)
+         for _ in range(3)]
+        for _ in range(input_sets(case))
+    ]
     with torch.no_grad():
-        reference = flashcore.attention(q, k, v, causal=case.causal)
+        reference = flashcore.attention(*inputs[0], causal=case.causal)
         results = []
-        for workload, role, requested, fn in peers(case, q, k, v):
+        # Each peer's runs, one per input set: parity on set 0, timing over all of them.
+        per_set = [peers(case, *qkv) for qkv in inputs]
+        for index, (workload, role, requested, _) in enumerate(per_set[0]):
+            fns = [runs[index][3] for runs in per_set]
             result = dict(
                 target=f"{CHAPTER}:{workload}",
                 chapter=CHAPTER,
@@ -258,14 +302,14 @@ def measure(case, record):
                 timing=None,
             )
             try:
-                out = fn()
+                out = fns[0]()
                 if workload.startswith("flashcore/"):
                     result["provider"] = flashcore.last_provider()
                 result["parity"] = parity(out, reference, case.dtype)
                 if not result["parity"]["passed"]:
                     result.update(status="FAILED", reason="output differs from flashcore's")
                 else:
-                    result["timing"] = time_fn(fn)
+                    result["timing"] = time_fn(fns)
             except Exception as error:  # noqa: BLE001
                 # A backend that does not implement a shape, runs out of memory or fails to
                 # compile is reported as skipped, with the reason; the other peers still run.
@@ -332,7 +376,7 @@ def gemm_ceiling(dtype):
     n = 8192
     a = torch.randn(n, n, device="cuda", dtype=DTYPES[dtype])
     b = torch.randn(n, n, device="cuda", dtype=DTYPES[dtype])
-    timing = time_fn(lambda: a @ b)
+    timing = time_fn([lambda: a @ b])  # compute-bound: one set, as flashcore-bench's GEMM ceiling
     return f"{dtype} {n}x{n}x{n} torch.matmul", 2.0 * n**3 / (timing["p50_us"] * 1e-6) / 1e12
 
 
@@ -378,8 +422,10 @@ def markdown(record):
         f"# flashcore peers ({record['profile']})",
         "",
         f"{env['device']} ({env['sm_count']} SMs), torch {env['torch']}, triton "
-        f"{env['triton']}, cuDNN {env['cudnn']}. TFLOP/s at the median of CUDA-event timings "
-        "(graph replay below 200 µs); FLOPs = 4·B·H·S²·D, halved for causal. "
+        f"{env['triton']}, cuDNN {env['cudnn']}. TFLOP/s at the median of CUDA-event timings, "
+        "every column by flashcore-bench's rules (inputs rotated past L2, graph replay below "
+        "200 µs; the rule each column used is in the table below); FLOPs = 4·B·H·S²·D, halved for "
+        "causal. "
         f"GEMM ceiling: {record['gemm_ceiling']['tflops']:.0f} TFLOP/s "
         f"({record['gemm_ceiling']['problem']}).",
         "",
@@ -406,6 +452,29 @@ def markdown(record):
             f"| {c['batch']} | {c['heads_q']} | {c['seqlen_q']} | {c['head_dim']} | "
             f"{'yes' if c['causal'] else 'no'} | " + " | ".join(cells) + " |"
         )
+    lines += [
+        "",
+        "Timing rule per column (method: `graph` = CUDA-graph replay of several launches per "
+        "sample, `events` = one launch per sample; input sets rotated per launch):",
+        "",
+        "| column | method | launches per sample | input sets |",
+        "|---|---|---|---|",
+    ]
+    for column in COLUMNS:
+        timings = [
+            r["timing"] for r in record["results"] if r["workload"] == column and r["timing"]
+        ]
+        if not timings:
+            continue
+
+        def spread(key):
+            values = sorted({t.get(key, 1) for t in timings})
+            return str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}"
+
+        methods = "/".join(sorted({t["method"] for t in timings}))
+        lines.append(
+            f"| {column} | {methods} | {spread('launches_per_sample')} | {spread('input_sets')} |"
+        )
     notes = [
         f"- {r['case']['label']} {r['workload']}: {r['status']} ({r['reason']})"
         for r in record["results"]
@@ -414,38 +483,6 @@ def markdown(record):
     if notes:
         lines += ["", "Not timed:", *notes]
     return "\n".join(lines) + "\n"
-
-
-def plot(record, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = list(dict.fromkeys(r["case"]["label"] for r in record["results"]))
-    width = 0.8 / len(COLUMNS)
-    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(labels)), 5))
-    for i, column in enumerate(COLUMNS):
-        values = []
-        for label in labels:
-            match = [
-                r
-                for r in record["results"]
-                if r["workload"] == column and r["case"]["label"] == label
-            ]
-            values.append((match[0]["tflops"] or 0.0) if match else 0.0)
-        ax.bar(
-            [x + (i - len(COLUMNS) / 2 + 0.5) * width for x in range(len(labels))],
-            values,
-            width,
-            label=column,
-        )
-    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"flashcore and peers, {record['environment']['device']}")
-    ax.legend(fontsize=8, ncol=4)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
 
 
 def main():
@@ -477,6 +514,8 @@ def main():
             warmup_ms=str(WARMUP_MS),
             budget_ms=str(BUDGET_MS),
             graph_below_us=str(GRAPH_BELOW_US),
+            target_sample_us=str(TARGET_SAMPLE_US),
+            working_set_over_l2=str(WORKING_SET_OVER_L2),
             dtype=args.dtype,
         ),
         gemm_ceiling=dict(problem=problem, tflops=gemm_tflops),
@@ -493,9 +532,9 @@ def main():
     (out / "results.json").write_text(json.dumps(record, indent=1) + "\n")
     table = markdown(record)
     (out / "report.md").write_text(table)
-    plot(record, out / "tflops.png")
+    pngs = plot.plot(record, out)
     print(table)
-    print(f"wrote {out / 'results.json'}, {out / 'report.md'}, {out / 'tflops.png'}")
+    print(f"wrote {out / 'results.json'}, {out / 'report.md'}, " + ", ".join(map(str, pngs)))
     failed = [r for r in record["results"] if r["status"] == "FAILED"]
     return 1 if failed else 0
 

@@ -1,6 +1,7 @@
 # Installation: headers, the static library, a CMake package (find_package(flashcore) gives
-# flashcore::flashcore) and a pkg-config file. The library's CUDA dependencies (static cudart and
-# cuBLAS) come back through find_dependency(CUDAToolkit) in the package.
+# flashcore::flashcore) and a pkg-config file. The library's one CUDA dependency (static cudart)
+# comes back through find_dependency(CUDAToolkit) in the package. The cuBLAS baseline
+# (flashcore_unfused) is for the lab and the tests, and is not installed.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 

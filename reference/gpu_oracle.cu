@@ -8,8 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "api/backend_registry.hpp"
 #include "api/validate.hpp"
+#include "common/fp16_bf16.hpp"
+#include "common/launch_status.hpp"
 #include "common/problem.hpp"
 #include "reference/gpu_oracle.hpp"
 
@@ -18,8 +19,7 @@ namespace {
 
 constexpr int kWarpSize = 32;
 constexpr int kWarpsPerBlock = 4;
-constexpr int kMaxHeadDim = 256;
-constexpr int kMaxDimsPerLane = kMaxHeadDim / kWarpSize;
+constexpr int kMaxDimsPerLane = static_cast<int>(kMaxHeadDim) / kWarpSize;
 // Warps stride over the rows, so any B * Hq * Sq fits in a bounded grid.
 constexpr int64_t kMaxBlocks = int64_t{1} << 16;
 
@@ -40,16 +40,13 @@ struct OracleArgs {
   Softcap softcap;
 };
 
-__device__ float to_float(__half x) { return __half2float(x); }
-__device__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
 // Lane l holds dims l, l + 32, ... of a row; dims beyond D read as 0.
 template <typename T>
 __device__ void load_row(const T* row, int64_t head_dim, int lane, float* out) {
 #pragma unroll
   for (int e = 0; e < kMaxDimsPerLane; ++e) {
     const int64_t d = lane + e * kWarpSize;
-    out[e] = d < head_dim ? to_float(row[d]) : 0.f;
+    out[e] = d < head_dim ? detail::to_float(row[d]) : 0.f;
   }
 }
 

@@ -9,8 +9,10 @@ headers_only=0
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 deps="$root/.deps"
 
-CUTLASS_VERSION=4.2.0.0          # CUTLASS/CuTe headers: cutlass_library/source/include
-CUDNN_FRONTEND_VERSION=1.16.0    # cuDNN frontend C++ headers (the lab's in-process cuDNN peer)
+# The version constraints.txt pins for a distribution.
+pin() { sed -n "s/^$1==//p" "$root/constraints.txt"; }
+CUTLASS_VERSION=$(pin nvidia-cutlass)                # CUTLASS/CuTe: cutlass_library/source/include
+CUDNN_FRONTEND_VERSION=$(pin nvidia-cudnn-frontend)  # cuDNN frontend C++ headers (the lab's peer)
 
 need_apt=()
 [ $headers_only = 1 ] || {
@@ -18,6 +20,8 @@ command -v cmake >/dev/null || need_apt+=(cmake)
 command -v ninja >/dev/null || need_apt+=(ninja-build)
 command -v g++ >/dev/null || need_apt+=(g++)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+[ -f /usr/include/nlohmann/json.hpp ] || need_apt+=(nlohmann-json3-dev)  # the lab's JSON
+[ -f /usr/include/CLI/CLI.hpp ] || need_apt+=(libcli11-dev)              # the lab's CLI
 command -v clang-format >/dev/null || need_apt+=(clang-format)  # scripts/check_format.sh
 }
 if [ ${#need_apt[@]} -gt 0 ]; then

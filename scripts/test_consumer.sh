@@ -12,6 +12,11 @@ cmake -S examples/cpp -B "$work/find_package" -G Ninja -DCMAKE_PREFIX_PATH="$PWD
   > /dev/null
 cmake --build "$work/find_package" > /dev/null
 echo "consumer (find_package): $("$work/find_package/consumer")"
+# The core library needs the driver only: no cuBLAS (that is flashcore_unfused), no shared cudart.
+if readelf -d "$work/find_package/consumer" | grep -E 'NEEDED.*(cublas|cudart)'; then
+  echo "test_consumer: the installed library pulls in a CUDA library it should not need" >&2
+  exit 1
+fi
 test -f "$work/install/lib/pkgconfig/flashcore.pc" || test -f "$work/install/lib64/pkgconfig/flashcore.pc"
 cmake -S examples/cpp -B "$work/add_subdirectory" -G Ninja -DFLASHCORE_SOURCE_DIR="$PWD" \
   -DFLASHCORE_CUDA_ARCHITECTURES=80 > /dev/null

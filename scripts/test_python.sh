@@ -7,10 +7,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 python="${PYTHON:-python3}"
 
-SCIKIT_BUILD_CORE_VERSION=0.11.6
-NANOBIND_VERSION=2.9.2
-PYTEST_VERSION=8.4.2
-NUMPY_VERSION=2.2.6  # only installed where numpy is missing; any numpy with DLPack (>= 1.22) works
+pin() { sed -n "s/^$1==//p" constraints.txt; }  # the version constraints.txt pins
 
 scripts/install_deps.sh --headers-only
 
@@ -20,23 +17,33 @@ try: print(m.version(sys.argv[1]))
 except m.PackageNotFoundError: pass' "$1"
 }
 need=()
-[ "$(installed_version scikit-build-core)" = "$SCIKIT_BUILD_CORE_VERSION" ] ||
-  need+=("scikit-build-core==$SCIKIT_BUILD_CORE_VERSION")
-[ "$(installed_version nanobind)" = "$NANOBIND_VERSION" ] || need+=("nanobind==$NANOBIND_VERSION")
-[ "$(installed_version pytest)" = "$PYTEST_VERSION" ] || need+=("pytest==$PYTEST_VERSION")
-[ -n "$(installed_version numpy)" ] || need+=("numpy==$NUMPY_VERSION")
+for tool in scikit-build-core nanobind pytest matplotlib pyparsing; do
+  [ "$(installed_version "$tool")" = "$(pin "$tool")" ] || need+=("$tool")
+done
+[ -n "$(installed_version numpy)" ] || need+=(numpy)
 if [ ${#need[@]} -gt 0 ]; then
   source_args=()
   # scripts/download_python_wheels.sh fills .whl/ for machines that cannot reach PyPI.
   [ -d .whl ] && source_args=(--no-index --find-links .whl)
   echo "test_python: pip install ${need[*]}"
-  "$python" -m pip install --quiet --disable-pip-version-check "${source_args[@]}" "${need[@]}"
+  "$python" -m pip install --quiet --disable-pip-version-check -c constraints.txt \
+    "${source_args[@]}" "${need[@]}"
 fi
 
 # No build isolation: the pinned tools above build it, offline, and build/python/ is reused.
 start=$(date +%s)
-"$python" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps .
-echo "test_python: pip install . took $(( $(date +%s) - start )) s"
+wheels=build/python/wheels
+rm -rf "$wheels"
+"$python" -m pip wheel --quiet --disable-pip-version-check --no-build-isolation --no-deps \
+  --wheel-dir "$wheels" .
+wheel=$(ls "$wheels"/flashcore-*.whl)
+"$python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+echo "test_python: building and installing $(basename "$wheel") took $(( $(date +%s) - start )) s"
+
+# The wheel is relocatable: installed into a fresh venv in another directory, its modules carry
+# no rpath (into this machine's toolkit or the build tree) and need no shared CUDA runtime, and
+# the package imports and lists its providers there.
+scripts/check_wheel.sh "$python" "$wheel"
 
 # -rs prints every skip with its reason. Run from tests/python so that the installed package,
 # not the source tree, is imported.

@@ -17,6 +17,11 @@ namespace flashcore {
 
 enum class DType { kFloat16, kBFloat16 };
 
+// head_dim limits of every backend: rows are 16-byte aligned, so head_dim is a multiple of
+// kHeadDimMultiple fp16/bf16 elements, and no kernel tiles more than kMaxHeadDim.
+inline constexpr int64_t kHeadDimMultiple = 8;
+inline constexpr int64_t kMaxHeadDim = 256;
+
 // Which kernel computes the attention. kAuto picks the fastest one that implements the problem on
 // the current device; a named backend is used as asked or fails with kUnsupported.
 enum class Backend {
@@ -48,6 +53,9 @@ enum class TileShape {
   // kWarpgroup once kWarpgroup's grid is past one wave. Splits the keys itself: num_splits 0 or 1.
   kWarpgroupPair,
 };
+// The names parse_tile_shape() accepts, in TileShape order (the lab's --tile, Python's tile=).
+inline constexpr const char* kTileShapeNames[] = {"auto", "large", "small", "warpgroup",
+                                                  "warpgroup-pair"};
 
 enum class StatusCode {
   kOk,
@@ -168,8 +176,7 @@ std::vector<Backend> backends();
 const char* backend_name(Backend backend);
 // Parses a backend_name(); returns false for an unknown name.
 bool parse_backend(const std::string& name, Backend* backend);
-// Parses "auto", "large", "small", "warpgroup" or "warpgroup-pair" (TileShape); returns false for
-// any other name.
+// Parses one of kTileShapeNames; returns false for any other name.
 bool parse_tile_shape(const std::string& name, TileShape* tile);
 
 }  // namespace flashcore

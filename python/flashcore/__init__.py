@@ -5,10 +5,13 @@ outputs and launches on the current stream, and `torch.ops.flashcore.attention` 
 and CUDA graphs see it as one op. Importing needs no GPU and no torch.
 """
 
+import importlib.metadata
+
 from . import _core
 
 __all__ = ["attention", "providers", "last_provider"]
-__version__ = "0.1.0"
+# One version, CMakeLists.txt's project(VERSION), which the wheel's metadata is built from.
+__version__ = importlib.metadata.version("flashcore")
 
 try:
     import torch

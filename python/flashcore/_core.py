@@ -1,15 +1,8 @@
-"""The native extension and the per-thread record of which kernel ran. Imports torch first where
-it is installed (see below) and nothing else of a framework."""
+"""The native extensions and the per-thread record of which kernel ran. Imports no framework,
+except torch right before the cuBLAS baseline is loaded (see _plug_unfused)."""
 
 import importlib.util
 import threading
-
-# Where torch is installed it is imported before the extension. Both need libcublas.so.13: torch
-# ships its own, the extension was linked against the CUDA toolkit's. Whichever loads first wins
-# the soname, and torch running on the toolkit's cuBLAS crashed (segfault on the H100 machine when
-# `import flashcore` came before `import torch`); the extension runs fine on torch's.
-if importlib.util.find_spec("torch") is not None:
-    import torch  # noqa: F401
 
 try:
     from . import _flashcore as _native
@@ -32,12 +25,34 @@ def native():
     return _native
 
 
+def _plug_unfused():
+    """Loads flashcore._unfused, the cuBLAS baseline, and plugs it into the extension (once)."""
+    if getattr(_plug_unfused, "done", False):
+        return
+    # Both torch and _unfused need libcublas.so.13 and the first one loaded wins the soname. torch
+    # running on another cuBLAS than its own crashed (segfault on the H100 machine), while the
+    # baseline runs fine on torch's: so torch, where installed, is imported first.
+    if importlib.util.find_spec("torch") is not None:
+        import torch  # noqa: F401
+    try:
+        from . import _unfused
+    except ImportError as error:
+        raise RuntimeError(
+            f"backend 'unfused' needs cuBLAS (libcublas), which could not be loaded: {error}. "
+            "Import torch first, or put a CUDA toolkit's lib directory on the loader's path."
+        ) from error
+    native().plug_unfused(_unfused.backend())
+    _plug_unfused.done = True
+
+
 def run(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel, stream, workspace=None):
     """Validates and launches on `stream` (an int cudaStream_t); records the provider that ran.
 
     kernel: (backend, num_splits, tile, enable_pdl). workspace: a device array of at least
     workspace_size(...) bytes, or None to let the library allocate it stream-ordered (slow for
     large sizes: the pool gives it back at every sync)."""
+    if kernel[0] == "unfused":
+        _plug_unfused()
     provider = native().attention(
         q, k, v, out, lse, softmax_scale, causal, window[0], window[1], softcap, *kernel, stream,
         workspace,
@@ -48,6 +63,8 @@ def run(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel, strea
 
 def workspace_size(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel):
     """Bytes of device workspace that run() needs for these arguments (0 for most kernels)."""
+    if kernel[0] == "unfused":
+        _plug_unfused()
     return native().workspace_size(
         q, k, v, out, lse, softmax_scale, causal, window[0], window[1], softcap, *kernel
     )

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "api/backend_registry.hpp"
 #include "flashcore/attention.hpp"
 
 namespace nb = nanobind;
@@ -372,6 +373,15 @@ std::string attention(const Array& q, const Array& k, const Array& v, const Muta
   return info.provider;
 }
 
+// Takes flashcore._unfused.backend()'s capsule; the name check keeps any other capsule out.
+void plug_unfused(nb::capsule backend) {
+  if (std::string(backend.name()) != "flashcore.BackendImpl") {
+    throw nb::type_error("plug_unfused takes the capsule of flashcore._unfused.backend()");
+  }
+  flashcore::detail::plug_unfused(
+      static_cast<const flashcore::detail::BackendImpl*>(backend.data()));
+}
+
 }  // namespace
 
 NB_MODULE(_flashcore, m) {
@@ -385,4 +395,6 @@ NB_MODULE(_flashcore, m) {
         "num_splits"_a, "tile"_a, "enable_pdl"_a,
         "Bytes of device workspace attention() needs for these arguments.");
   m.def("providers", &provider_names, "Names of the backends compiled into this build.");
+  m.def("plug_unfused", &plug_unfused, "backend"_a,
+        "Plugs the unfused baseline (flashcore._unfused) into this module's registry.");
 }

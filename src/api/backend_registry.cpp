@@ -1,9 +1,8 @@
 #include "api/backend_registry.hpp"
 
-#include <string>
+#include <atomic>
 
 #include "baseline/scalar_fused.hpp"
-#include "baseline/unfused.hpp"
 #include "sm80/sm80_fwd.hpp"
 #include "sm90/sm90_fwd.hpp"
 #include "wmma/wmma_fused.hpp"
@@ -12,6 +11,27 @@ namespace flashcore::detail {
 namespace {
 
 size_t no_workspace(const Problem&) { return 0; }
+
+// Constant-initialized, so a static initializer in another translation unit may plug it.
+std::atomic<const BackendImpl*> unfused_impl{nullptr};
+
+const char* unfused_rejects(const Problem& problem, const cudaDeviceProp& device) {
+  const BackendImpl* impl = unfused_impl.load(std::memory_order_acquire);
+  if (impl == nullptr) {
+    return "is not linked into this program: it needs cuBLAS, so it lives in the "
+           "flashcore_unfused target; link that target to use it";
+  }
+  return impl->rejects(problem, device);
+}
+
+// Reached only after unfused_rejects() accepted, so the implementation is plugged.
+size_t unfused_workspace_bytes(const Problem& problem) {
+  return unfused_impl.load(std::memory_order_acquire)->workspace_bytes(problem);
+}
+
+Status launch_unfused(const Problem& problem, void* workspace, cudaStream_t stream) {
+  return unfused_impl.load(std::memory_order_acquire)->launch(problem, workspace, stream);
+}
 
 const BackendEntry kEntries[] = {
     // Hopper only; auto leaves small grids and decode to sm80 (sm90_auto_declines).
@@ -40,15 +60,6 @@ const BackendEntry* find_backend(Backend backend) {
   return nullptr;
 }
 
-Status launch_status(cudaError_t err, const char* kernel) {
-  if (err == cudaSuccess) return Status::Ok();
-  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
-    return {StatusCode::kUnsupported,
-            std::string(kernel) +
-                ": this build has no code for the current GPU; rebuild with its "
-                "architecture in FLASHCORE_CUDA_ARCHITECTURES"};
-  }
-  return {StatusCode::kCudaError, std::string(kernel) + " failed: " + cudaGetErrorString(err)};
-}
+void plug_unfused(const BackendImpl* impl) { unfused_impl.store(impl, std::memory_order_release); }
 
 }  // namespace flashcore::detail

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "common/backend_impl.hpp"
 #include "common/problem.hpp"
 
 namespace flashcore::detail {
@@ -27,7 +28,9 @@ struct BackendEntry {
 const BackendEntry* backend_entries(size_t* count);
 const BackendEntry* find_backend(Backend backend);
 
-// Turns the launch's cudaGetLastError() into a Status that names the kernel.
-Status launch_status(cudaError_t err, const char* kernel);
+// The unfused baseline is not part of the core library (it needs cuBLAS): linking the
+// flashcore_unfused target plugs it in (api/unfused_plug.cpp), and the Python package plugs it
+// from a module of its own when asked for. Until then its entry rejects every problem, saying so.
+void plug_unfused(const BackendImpl* impl);
 
 }  // namespace flashcore::detail

@@ -1,6 +1,7 @@
 // can_implement / workspace_size / run: validate, pick a backend from the registry, launch.
 #include <cuda_runtime_api.h>
 
+#include <iterator>
 #include <string>
 
 #include "api/backend_registry.hpp"
@@ -125,20 +126,13 @@ const char* backend_name(Backend backend) {
 }
 
 bool parse_tile_shape(const std::string& name, TileShape* tile) {
-  if (name == "auto") {
-    *tile = TileShape::kAuto;
-  } else if (name == "large") {
-    *tile = TileShape::kLarge;
-  } else if (name == "small") {
-    *tile = TileShape::kSmall;
-  } else if (name == "warpgroup") {
-    *tile = TileShape::kWarpgroup;
-  } else if (name == "warpgroup-pair") {
-    *tile = TileShape::kWarpgroupPair;
-  } else {
-    return false;
+  for (size_t i = 0; i < std::size(kTileShapeNames); ++i) {
+    if (name == kTileShapeNames[i]) {
+      *tile = static_cast<TileShape>(i);
+      return true;
+    }
   }
-  return true;
+  return false;
 }
 
 bool parse_backend(const std::string& name, Backend* backend) {

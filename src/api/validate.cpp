@@ -7,9 +7,9 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <mutex>
 #include <string>
 
+#include "common/device_properties.hpp"
 #include "common/problem.hpp"
 
 namespace flashcore::detail {
@@ -19,7 +19,6 @@ namespace {
 // aligned: pointers on 16 bytes, strides in multiples of 8 two-byte elements.
 constexpr int64_t kAlignBytes = 16;
 constexpr int64_t kAlignElements = kAlignBytes / 2;
-constexpr int64_t kMaxHeadDim = 256;
 
 Status invalid(const std::string& message) { return {StatusCode::kInvalidArgument, message}; }
 
@@ -134,29 +133,6 @@ Status check_device_pointer(const char* name, const void* data) {
 
 }  // namespace
 
-Status current_device_properties(cudaDeviceProp* properties) {
-  // cudaGetDeviceProperties costs far more than a launch, so each device is queried once.
-  constexpr int kMaxDevices = 64;
-  static cudaDeviceProp cache[kMaxDevices];
-  static std::once_flag queried[kMaxDevices];
-  static cudaError_t query_error[kMaxDevices];
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
-    cudaGetLastError();
-    return {StatusCode::kNoDevice,
-            "no CUDA device: flashcore needs an NVIDIA GPU (sm_80 or newer)"};
-  }
-  std::call_once(queried[device],
-                 [&] { query_error[device] = cudaGetDeviceProperties(&cache[device], device); });
-  if (query_error[device] != cudaSuccess) {
-    cudaGetLastError();
-    return {StatusCode::kNoDevice, cat("cannot query CUDA device ", device, ": ",
-                                       cudaGetErrorString(query_error[device]))};
-  }
-  *properties = cache[device];
-  return Status::Ok();
-}
-
 Status validate_arguments(const AttentionParams& p) {
   const std::array<std::pair<const char*, int64_t>, 6> sizes{{{"batch", p.batch},
                                                               {"seqlen_q", p.seqlen_q},
@@ -171,9 +147,9 @@ Status validate_arguments(const AttentionParams& p) {
     return invalid(cat("heads_q (", p.heads_q, ") is not a multiple of heads_kv (", p.heads_kv,
                        "); GQA needs heads_q % heads_kv == 0"));
   }
-  if (p.head_dim > kMaxHeadDim || p.head_dim % kAlignElements != 0) {
+  if (p.head_dim > kMaxHeadDim || p.head_dim % kHeadDimMultiple != 0) {
     return {StatusCode::kUnsupported,
-            cat("head_dim ", p.head_dim, " is not supported; use a multiple of ", kAlignElements,
+            cat("head_dim ", p.head_dim, " is not supported; use a multiple of ", kHeadDimMultiple,
                 " up to ", kMaxHeadDim, " (64, 128 and 256 run on every backend)")};
   }
   if (p.q.dtype != DType::kFloat16 && p.q.dtype != DType::kBFloat16) {

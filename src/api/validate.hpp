@@ -11,9 +11,6 @@ namespace flashcore::detail {
 // Sizes, dtypes, strides, alignment, window and scale: needs no device.
 Status validate_arguments(const AttentionParams& params);
 
-// Properties of the current device, queried once per device; kNoDevice without a GPU.
-Status current_device_properties(cudaDeviceProp* properties);
-
 // The current device (architecture) and that every pointer is device memory. Fills properties.
 Status validate_device(const AttentionParams& params, cudaDeviceProp* properties);
 

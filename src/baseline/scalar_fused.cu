@@ -11,8 +11,8 @@
 #include <climits>
 #include <cstdint>
 
-#include "api/backend_registry.hpp"
 #include "baseline/scalar_fused.hpp"
+#include "common/launch_status.hpp"
 
 namespace flashcore::detail {
 namespace {

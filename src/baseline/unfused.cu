@@ -14,8 +14,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "api/backend_registry.hpp"
 #include "baseline/unfused.hpp"
+#include "common/launch_status.hpp"
 
 namespace flashcore::detail {
 namespace {
@@ -345,8 +345,6 @@ int64_t seq_ld(const Strides& s, int64_t seqlen, int64_t head_dim) {
 
 bool fits_int(int64_t value) { return value <= INT_MAX; }
 
-}  // namespace
-
 const char* unfused_rejects(const Problem& problem, const cudaDeviceProp&) {
   const AttentionParams& p = problem.params;
   // cuBLAS takes sizes and leading dimensions as int; the softmax grid has one block per row.
@@ -487,6 +485,13 @@ Status launch_unfused(const Problem& problem, void* workspace, cudaStream_t stre
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   }
   return cublas_status(pv, "unfused PV cublasGemm(Strided)BatchedEx");
+}
+
+}  // namespace
+
+const BackendImpl& unfused_backend() {
+  static constexpr BackendImpl kImpl{unfused_rejects, unfused_workspace_bytes, launch_unfused};
+  return kImpl;
 }
 
 }  // namespace flashcore::detail

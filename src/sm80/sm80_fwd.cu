@@ -4,8 +4,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "api/backend_registry.hpp"
-#include "api/validate.hpp"
+#include "common/device_properties.hpp"
+#include "common/launch_status.hpp"
+#include "common/pruning.hpp"
 #include "common/query_view.hpp"
 #include "common/score_scaling.hpp"
 #include "sm80/combine.cuh"
@@ -46,19 +47,22 @@ struct Tiles {
 };
 
 // THE instantiation list: fn receives the tiles of one (dtype, head dim) (Tiles).
-// Returns false when (dtype, head_dim) has no kernel.
+// Returns false when (dtype, head_dim) has no kernel, or was left out (common/pruning.hpp).
+template <typename Element, int kHeadDim, typename Fn>
+bool call_if_built(Fn& fn) {
+  constexpr DType kDType = std::is_same_v<Element, __half> ? DType::kFloat16 : DType::kBFloat16;
+  if constexpr (kernel_built(kDType, kHeadDim)) fn(Tiles<Element, kHeadDim>{});
+  return kernel_built(kDType, kHeadDim);
+}
 template <typename Element, typename Fn>
 bool with_head_dim(int64_t head_dim, Fn&& fn) {
   switch (head_dim) {
     case 64:
-      fn(Tiles<Element, 64>{});
-      return true;
+      return call_if_built<Element, 64>(fn);
     case 128:
-      fn(Tiles<Element, 128>{});
-      return true;
+      return call_if_built<Element, 128>(fn);
     case 256:
-      fn(Tiles<Element, 256>{});
-      return true;
+      return call_if_built<Element, 256>(fn);
     default:
       return false;
   }
@@ -297,7 +301,9 @@ const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
                                  : warpgroup_tile_runs<typename TilesT::WarpgroupPair>(device);
         }
       })) {
-    return "has no kernel for this head_dim; use 64, 128 or 256";
+    const bool listed = a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256;
+    return listed ? pruned_reason(a.q.dtype, static_cast<int>(a.head_dim))
+                  : "has no kernel for this head_dim; use 64, 128 or 256";
   }
   if (a.tile == TileShape::kWarpgroupPair && a.num_splits > 1) {
     return "tile kWarpgroupPair splits the keys across its CTA pair itself; use num_splits 0 or 1";

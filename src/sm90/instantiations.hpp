@@ -10,13 +10,14 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/pruning.hpp"
 #include "sm90/launch_args.hpp"
 #include "sm90/tile_table.hpp"
 
 namespace flashcore::sm90 {
 
 inline constexpr int kHeadDimStep = 32;
-inline constexpr int kMaxHeadDim = 256;
+inline constexpr int kMaxHeadDim = static_cast<int>(flashcore::kMaxHeadDim);
 
 // The instantiation a head dim runs on, or 0 when it has none (not a multiple of 8, or > 256).
 constexpr int instantiated_head_dim(int64_t head_dim) {
@@ -30,34 +31,32 @@ cudaError_t launch_head_dim(const LaunchArgs& args, cudaStream_t stream);
 template <int kHeadDim>
 int smem_bytes_head_dim(bool bf16);
 
-// Calls fn(std::integral_constant<int, D>{}) for the instantiation D of head_dim; false if none.
+// Calls fn(std::integral_constant<int, D>{}) for the instantiation D of head_dim; false if none,
+// or if this build left D out (common/pruning.hpp; its translation unit is then not compiled).
+template <int kHeadDim, typename Fn>
+bool call_if_built(Fn& fn) {
+  if constexpr (detail::head_dim_built(kHeadDim)) fn(std::integral_constant<int, kHeadDim>{});
+  return detail::head_dim_built(kHeadDim);
+}
 template <typename Fn>
 bool with_head_dim(int64_t head_dim, Fn&& fn) {
   switch (instantiated_head_dim(head_dim)) {
     case 32:
-      fn(std::integral_constant<int, 32>{});
-      return true;
+      return call_if_built<32>(fn);
     case 64:
-      fn(std::integral_constant<int, 64>{});
-      return true;
+      return call_if_built<64>(fn);
     case 96:
-      fn(std::integral_constant<int, 96>{});
-      return true;
+      return call_if_built<96>(fn);
     case 128:
-      fn(std::integral_constant<int, 128>{});
-      return true;
+      return call_if_built<128>(fn);
     case 160:
-      fn(std::integral_constant<int, 160>{});
-      return true;
+      return call_if_built<160>(fn);
     case 192:
-      fn(std::integral_constant<int, 192>{});
-      return true;
+      return call_if_built<192>(fn);
     case 224:
-      fn(std::integral_constant<int, 224>{});
-      return true;
+      return call_if_built<224>(fn);
     case 256:
-      fn(std::integral_constant<int, 256>{});
-      return true;
+      return call_if_built<256>(fn);
     default:
       return false;
   }

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "api/backend_registry.hpp"
-#include "api/validate.hpp"
+#include "common/device_properties.hpp"
+#include "common/launch_status.hpp"
 #include "common/query_view.hpp"
 #include "common/score_scaling.hpp"
 #include "sm80/combine.cuh"
@@ -173,6 +173,7 @@ const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
     }
   }
   if (a.tile != TileShape::kAuto) return "has one tile shape; pass TileShape::kAuto";
+  if (const char* why = pruned_reason(a.q.dtype, head_dim); why[0] != '\0') return why;
   bool has_kernel = false;
   int smem_bytes = 0;
   sm90::with_head_dim(head_dim, [&](auto d) {

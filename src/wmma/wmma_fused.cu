@@ -9,7 +9,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "api/backend_registry.hpp"
+#include "common/fp16_bf16.hpp"
+#include "common/launch_status.hpp"
 #include "wmma/wmma_fused.hpp"
 
 namespace flashcore::detail {
@@ -68,17 +69,6 @@ __device__ void load_rows(Element* dst, const Element* src, int64_t row_stride, 
       value = *reinterpret_cast<const uint4*>(src + (row0 + r) * row_stride + c);
     *reinterpret_cast<uint4*>(dst + r * head_dim + c) = value;
   }
-}
-
-template <typename Element>
-__device__ Element from_float(float x);
-template <>
-__device__ __half from_float<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
 }
 
 template <typename Element>

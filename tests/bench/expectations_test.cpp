@@ -23,7 +23,7 @@ Result timed(const std::string& workload, double p50_us, double speedup, double 
 Json parse(const std::string& text) {
   Json j;
   std::string error;
-  EXPECT_TRUE(Json::parse(text, &j, &error)) << error;
+  EXPECT_TRUE(parse_json(text, &j, &error)) << error;
   return j;
 }
 

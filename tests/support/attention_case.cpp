@@ -7,8 +7,10 @@
 #include <limits>
 #include <sstream>
 
+#include "common/fp16_bf16.hpp"
 #include "reference/cpu_reference.hpp"
 #include "reference/gpu_oracle.hpp"
+#include "reference/tolerance.hpp"
 
 namespace flashcore::testing {
 namespace {
@@ -104,26 +106,9 @@ std::string AttentionCase::name() const {
   return out.str();
 }
 
-uint16_t to_bits(float value, DType dtype) {
-  uint16_t bits;
-  if (dtype == DType::kFloat16) {
-    bits = static_cast<__half_raw>(__float2half_rn(value)).x;
-  } else {
-    bits = static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(value)).x;
-  }
-  return bits;
-}
+uint16_t to_bits(float value, DType dtype) { return detail::float_to_bits(value, dtype); }
 
-float from_bits(uint16_t bits, DType dtype) {
-  if (dtype == DType::kFloat16) {
-    __half_raw raw;
-    raw.x = bits;
-    return __half2float(__half(raw));
-  }
-  __nv_bfloat16_raw raw;
-  raw.x = bits;
-  return __bfloat162float(__nv_bfloat16(raw));
-}
+float from_bits(uint16_t bits, DType dtype) { return detail::bits_to_float(bits, dtype); }
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   status_ = cudaMalloc(&ptr_, bytes);
@@ -263,7 +248,7 @@ Errors compare(const AttentionCase& c, const std::vector<double>& o,
   return e;
 }
 
-double tolerance(DType dtype) { return dtype == DType::kFloat16 ? 5e-3 : 1e-2; }
+double tolerance(DType dtype) { return reference::parity_tolerance(dtype); }
 
 OracleOutput run_oracle(const CaseData& data) {
   const AttentionCase& c = data.spec();

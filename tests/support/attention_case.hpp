@@ -135,7 +135,7 @@ struct OracleOutput {
 };
 OracleOutput run_oracle(const CaseData& data);
 
-double tolerance(DType dtype);  // relative L2: 5e-3 fp16, 1e-2 bf16
+double tolerance(DType dtype);  // relative L2: reference/tolerance.hpp
 constexpr double kLseTolerance = 1e-2;
 
 }  // namespace flashcore::testing

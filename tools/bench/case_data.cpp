@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 
+#include "common/fp16_bf16.hpp"
 #include "parity.hpp"
 #include "reference/cpu_reference.hpp"
 #include "reference/gpu_oracle.hpp"
@@ -30,17 +30,6 @@ uint64_t next_random(uint64_t* state) {
   return z ^ (z >> 31);
 }
 
-float to_float(DType dtype, uint16_t bits) {
-  if (dtype == DType::kFloat16) {
-    __half h;
-    std::memcpy(&h, &bits, 2);
-    return __half2float(h);
-  }
-  __nv_bfloat16 h;
-  std::memcpy(&h, &bits, 2);
-  return __bfloat162float(h);
-}
-
 bool cuda_ok(cudaError_t err, const std::string& what, std::string* error) {
   if (err == cudaSuccess) return true;
   *error = what + ": " + cudaGetErrorString(err);
@@ -58,17 +47,8 @@ void fill_random(DType dtype, uint64_t seed, size_t n, std::vector<uint16_t>* bi
   for (size_t i = 0; i < n; ++i) {
     const float x =
         static_cast<float>(static_cast<double>(next_random(&state) >> 11) * 0x1.0p-52 - 1.0);
-    float rounded;
-    if (dtype == DType::kFloat16) {
-      const __half h = __float2half_rn(x);
-      std::memcpy(&(*bits)[i], &h, 2);
-      rounded = __half2float(h);
-    } else {
-      const __nv_bfloat16 h = __float2bfloat16_rn(x);
-      std::memcpy(&(*bits)[i], &h, 2);
-      rounded = __bfloat162float(h);
-    }
-    if (exact != nullptr) (*exact)[i] = rounded;
+    (*bits)[i] = detail::float_to_bits(x, dtype);
+    if (exact != nullptr) (*exact)[i] = detail::bits_to_float((*bits)[i], dtype);
   }
 }
 
@@ -207,7 +187,7 @@ bool CaseData::check_output(cudaStream_t stream, Parity* parity, std::string* er
     return false;
   }
   std::vector<float> out(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) out[i] = to_float(dtype_, bits[i]);
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = detail::bits_to_float(bits[i], dtype_);
   *parity =
       compare_outputs(out.data(), reference_.data(), out.size(), case_.dtype, reference_kind_);
   return true;

@@ -1,91 +1,278 @@
 #include "cli.hpp"
 
-#include <cerrno>
-#include <cstdlib>
-#include <sstream>
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <iterator>
+#include <memory>
+
+#include "flashcore/attention.hpp"
 
 namespace flashcore::bench {
 namespace {
 
-// The library's limits (src/api/validate.cpp): rows are 16-byte aligned, so D is a multiple of 8
-// fp16/bf16 elements, and no kernel tiles more than 256.
-constexpr int64_t kHeadDimAlign = 8;
-constexpr int64_t kMaxHeadDim = 256;
+const char* const kBackendNames = "auto, scalar, unfused, wmma, sm80, sm90";
+const char* const kTargetFlags =
+    "valid flags: --backend NAME, --num-splits N, --tile auto|large|small|warpgroup|"
+    "warpgroup-pair, --pdl on|off";
 
 bool parse_int(const std::string& text, int64_t* value) {
-  if (text.empty()) return false;
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || end == text.c_str() || *end != '\0') return false;
-  *value = v;
-  return true;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, *value);
+  return !text.empty() && ec == std::errc() && ptr == end;
 }
 
-bool positive_knob(const EnvLookup& env, const char* name, std::optional<int64_t>* out,
-                   std::string* error) {
-  const char* text = env(name);
-  if (text == nullptr || text[0] == '\0') return true;
-  int64_t v = 0;
-  if (!parse_int(text, &v) || v <= 0) {
-    *error = std::string(name) + "='" + text + "' is not valid; use a positive integer";
+int64_t to_int(const std::string& text) {
+  int64_t value = 0;
+  parse_int(text, &value);  // validated before the callback runs
+  return value;
+}
+
+// Validators. CLI11 prefixes their message with the option's name; the knob's environment name is
+// part of the message because that is how the labs set knobs.
+CLI::Validator integer_at_least(int64_t min, const std::string& knob, const std::string& valid) {
+  return CLI::Validator(
+      [=](std::string& v) {
+        int64_t n = 0;
+        return parse_int(v, &n) && n >= min ? std::string()
+                                            : knob + "='" + v + "' is not valid; use " + valid;
+      },
+      "INT");
+}
+
+CLI::Validator one_of(const std::vector<std::string>& values, const std::string& what,
+                      const std::string& valid) {
+  return CLI::Validator(
+      [=](std::string& v) {
+        for (const std::string& value : values) {
+          if (v == value) return std::string();
+        }
+        return what + "'" + v + "' is not valid; use " + valid;
+      },
+      CLI::detail::join(values, "|"));
+}
+
+CLI::Validator backend_name(const BackendCheck& is_backend, const std::string& what) {
+  return CLI::Validator(
+      [=](std::string& v) {
+        return is_backend(v) ? std::string()
+                             : what + "'" + v + "' is not a backend; valid: " + kBackendNames;
+      },
+      "NAME");
+}
+
+// A knob: an option of `run` with an environment name.
+CLI::Option* positive_knob(CLI::App* run, const std::string& flag, const std::string& env,
+                           std::optional<int64_t>* out, const std::string& description) {
+  return run
+      ->add_option_function<std::string>(
+          flag, [out](const std::string& v) { *out = to_int(v); }, description)
+      ->envname(env)
+      ->check(integer_at_least(1, env, "a positive integer"));
+}
+
+void add_knobs(CLI::App* run, const BackendCheck& is_backend, Knobs* k) {
+  const char* group =
+      "Knobs (environment variable or option; any shape knob replaces the "
+      "profile's grid with one case: the chapter's first, with the overrides)";
+  run->add_option_function<std::string>(
+         "--backend", [k](const std::string& v) { k->backend = v; },
+         "provider of the optimized targets (default auto); a provider that rejects a case is "
+         "reported SKIPPED with the reason")
+      ->envname("FLASHCORE_BACKEND")
+      ->check(backend_name(is_backend, "FLASHCORE_BACKEND="))
+      ->group(group);
+  positive_knob(run, "--batch", "FLASHCORE_B", &k->batch, "batch")->group(group);
+  positive_knob(run, "--heads", "FLASHCORE_H", &k->heads, "query heads")->group(group);
+  positive_knob(run, "--heads-kv", "FLASHCORE_HKV", &k->heads_kv, "KV heads (GQA; divides H)")
+      ->group(group);
+  positive_knob(run, "--seqlen", "FLASHCORE_S", &k->seqlen, "sequence length (q and k)")
+      ->group(group);
+  positive_knob(run, "--seqlen-k", "FLASHCORE_SK", &k->seqlen_k,
+                "key/value sequence length (defaults to FLASHCORE_S)")
+      ->group(group);
+  run->add_option_function<std::string>(
+         "--head-dim", [k](const std::string& v) { k->head_dim = to_int(v); },
+         "head dim: a multiple of 8 up to 256")
+      ->envname("FLASHCORE_D")
+      ->check(integer_at_least(1, "FLASHCORE_D", "a positive integer"))
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            const int64_t d = to_int(v);
+            return d <= kMaxHeadDim && d % kHeadDimMultiple == 0
+                       ? std::string()
+                       : "FLASHCORE_D=" + v +
+                             " is not supported; use a multiple of 8 up to 256 (64, 128 and 256 "
+                             "are tuned)";
+          },
+          ""))
+      ->group(group);
+  run->add_option_function<std::string>(
+         "--causal", [k](const std::string& v) { k->causal = v == "1"; }, "0 or 1")
+      ->envname("FLASHCORE_CAUSAL")
+      ->check(one_of({"0", "1"}, "FLASHCORE_CAUSAL=", "0 or 1"))
+      ->group(group);
+  run->add_option_function<std::string>(
+         "--dtype", [k](const std::string& v) { k->dtype = v; },
+         "fp16 or bf16 (default per chapter: flashcore fp16, others bf16)")
+      ->envname("FLASHCORE_DTYPE")
+      ->check(one_of({"fp16", "bf16"}, "FLASHCORE_DTYPE=", "fp16 or bf16"))
+      ->group(group);
+  run->add_option_function<std::string>(
+         "--window", [k](const std::string& v) { k->window = to_int(v); },
+         "sliding-window size of labs/flexattention, keys left of the diagonal (default 1024)")
+      ->envname("FLASHCORE_WINDOW")
+      ->check(
+          integer_at_least(0, "FLASHCORE_WINDOW", "the number of keys left of the diagonal (>= 0)"))
+      ->group(group);
+  positive_knob(run, "--block-size", "BLOCK_SIZE", &k->block_size,
+                "FlexAttention block-mask granularity (a multiple of 16); recorded in the "
+                "artifacts. flashcore kernels choose their own tiles, so it does not change "
+                "timings until block-sparse masks land")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return to_int(v) % 16 == 0 ? std::string()
+                                       : "BLOCK_SIZE=" + v +
+                                             " is not valid; use a positive multiple of 16 (e.g. "
+                                             "64 or 128)";
+          },
+          ""))
+      ->group(group);
+  positive_knob(run, "--doc-span", "DOC_SPAN", &k->doc_span,
+                "document-mask span for labs/flexattention; rejected until the document mask "
+                "exists")
+      ->group(group);
+}
+
+// What CLI11 cannot say per option: GQA needs both head counts, one a multiple of the other.
+bool check_heads(const Knobs& k, std::string* error) {
+  if (!k.heads_kv) return true;
+  if (!k.heads) {
+    *error = "FLASHCORE_HKV needs FLASHCORE_H too (query heads must be a multiple of KV heads)";
     return false;
   }
-  *out = v;
+  if (*k.heads % *k.heads_kv != 0) {
+    *error = "FLASHCORE_H=" + std::to_string(*k.heads) +
+             " is not a multiple of FLASHCORE_HKV=" + std::to_string(*k.heads_kv) +
+             "; GQA needs H % HKV == 0";
+    return false;
+  }
   return true;
 }
 
+// --target-extra-arg TARGET="--flag value ...": the flags are parsed by a CLI11 parser of their
+// own, so they follow the same rules (--flag value, --flag=value, quoting) as the command line.
 bool parse_target_args(const std::string& target, const std::string& flags,
                        const BackendCheck& is_backend, TargetArgs* args, std::string* error) {
-  std::istringstream in(flags);
-  std::vector<std::string> tokens;
-  for (std::string token; in >> token;) tokens.push_back(token);
-  const std::string valid =
-      "valid flags: --backend NAME, --num-splits N, --tile auto|large|small|warpgroup|"
-      "warpgroup-pair, --pdl on|off";
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const std::string& flag = tokens[i];
-    if (i + 1 >= tokens.size()) {
-      *error = "--target-extra-arg " + target + ": " + flag + " needs a value; " + valid;
-      return false;
-    }
-    const std::string& value = tokens[++i];
-    if (flag == "--backend") {
-      if (!is_backend(value)) {
-        *error = "--target-extra-arg " + target + ": unknown backend '" + value +
-                 "'; valid: auto, scalar, unfused, wmma, sm80 (and newer ones as they land)";
-        return false;
-      }
-      args->backend = value;
-    } else if (flag == "--num-splits") {
-      int64_t n = 0;
-      if (!parse_int(value, &n) || n < 0 || n > 1024) {
-        *error = "--target-extra-arg " + target + ": --num-splits '" + value +
-                 "' is not valid; use 0 (heuristic), 1 (no split) or a split count up to 1024";
-        return false;
-      }
-      args->num_splits = static_cast<int>(n);
-    } else if (flag == "--tile") {
-      if (value != "auto" && value != "large" && value != "small" && value != "warpgroup" &&
-          value != "warpgroup-pair") {
-        *error = "--target-extra-arg " + target + ": --tile '" + value +
-                 "' is not valid; use auto, large, small, warpgroup or warpgroup-pair";
-        return false;
-      }
-      args->tile = value;
-    } else if (flag == "--pdl") {
-      if (value != "on" && value != "off") {
-        *error =
-            "--target-extra-arg " + target + ": --pdl '" + value + "' is not valid; use on or off";
-        return false;
-      }
-      args->enable_pdl = value == "on";
-    } else {
-      *error = "--target-extra-arg " + target + ": unknown flag '" + flag + "'; " + valid;
-      return false;
-    }
+  CLI::App parser("per-target flags", "--target-extra-arg");
+  parser
+      .add_option_function<std::string>(
+          "--backend", [args](const std::string& v) { args->backend = v; }, "provider to run")
+      ->check(backend_name(is_backend, "unknown backend: "));
+  parser
+      .add_option_function<std::string>(
+          "--num-splits", [args](const std::string& v) { args->num_splits = to_int(v); },
+          "split-KV count (0 heuristic, 1 off)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            int64_t n = 0;
+            return parse_int(v, &n) && n >= 0 && n <= 1024
+                       ? std::string()
+                       : "--num-splits '" + v +
+                             "' is not valid; use 0 (heuristic), 1 (no split) or a split count "
+                             "up to 1024";
+          },
+          "N"));
+  parser.add_option("--tile", args->tile, "CTA tile of the sm80 kernel")
+      ->check(one_of({std::begin(kTileShapeNames), std::end(kTileShapeNames)}, "--tile ",
+                     "auto, large, small, warpgroup or warpgroup-pair"));
+  parser
+      .add_option_function<std::string>(
+          "--pdl", [args](const std::string& v) { args->enable_pdl = v == "on"; },
+          "programmatic dependent launch")
+      ->check(one_of({"on", "off"}, "--pdl ", "on or off"));
+  try {
+    parser.parse(flags, false);
+  } catch (const CLI::ParseError& e) {
+    *error = "--target-extra-arg " + target + ": " + e.what() + "; " + kTargetFlags;
+    return false;
   }
   return true;
+}
+
+struct Parser {
+  CLI::App app{"flashcore-bench: the flashcore benchmark lab (docs/lab.md).", "flashcore-bench"};
+  CLI::App* list = nullptr;
+  CLI::App* run = nullptr;
+  CLI::App* check = nullptr;
+  std::vector<std::string> targets;
+  std::string profile = "minimal";
+  std::vector<std::string> extra;
+};
+
+std::unique_ptr<Parser> make_parser(const BackendCheck& is_backend, Options* o) {
+  auto p = std::make_unique<Parser>();
+  CLI::App& app = p->app;
+  app.require_subcommand(0, 1);
+  // A repeated option takes its last value: scripts/lab.sh passes --out and --profile, and the
+  // caller's own arguments after them win.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.footer(R"(Artifacts (in --out): results.json (schema flashcore-bench/results v1), report.md;
+plots: python3 bench/plot.py DIR/results.json.
+NVTX ranges: <chapter>_<role>_<provider> per target (e.g. flashattention_baseline_unfused,
+flashattention_optimized_sm80) with nested parity / warmup / timed ranges.
+
+Exit codes: 0 ok; 1 a target FAILED parity or a CUDA error; 2 bad usage or knobs;
+3 expectations regressed; 4 no CUDA device.)");
+
+  p->list = app.add_subcommand(
+      "list-targets", "print every target as chapter:workload with a one-line description");
+  p->list->add_option("--chapter", o->chapter, "only this chapter's targets");
+
+  p->run = app.add_subcommand(
+      "run",
+      "run targets: parity gate (each target checked against the float64 CPU reference for small "
+      "shapes or the fp32 GPU oracle for large ones; a failing target is FAILED and not timed), "
+      "then CUDA-event timing; every case also runs the cuDNN peer (peers/cudnn), and the run "
+      "measures a bf16 cuBLAS GEMM ceiling (% GEMM) and a device-to-device copy ceiling (% copy) "
+      "once, on random data");
+  p->run
+      ->add_option("--targets", p->targets,
+                   "comma-separated chapters or chapter:workload targets (repeatable)")
+      ->delimiter(',')
+      ->required();
+  p->run
+      ->add_option("--profile", p->profile,
+                   "minimal (default): a few shapes, under a minute on an H100; full: the "
+                   "FlashAttention-3 paper's grid (16k tokens, hidden 2048, head dim 64/128/256, "
+                   "seqlen 512..16k, causal and not)")
+      ->check(one_of({"minimal", "full"}, "--profile ", "minimal or full"));
+  p->run->add_option(
+      "--target-extra-arg", p->extra,
+      "T=\"--flag value ...\": per-target flags, T is chapter:workload. Flags: --backend NAME "
+      "(provider to run), --num-splits N (split-KV count, 0 heuristic, 1 off), --tile "
+      "auto|large|small|warpgroup|warpgroup-pair (CTA tile of the sm80 kernel; auto: small when "
+      "the large tile's grid leaves SMs idle, or on Hopper at hd64 warpgroup, then "
+      "warpgroup-pair, as the grid grows), --pdl on|off (programmatic dependent launch where it "
+      "applies; default on)");
+  p->run->add_option("--out", o->out_dir, "artifact folder (default lab-out/<UTC timestamp>)");
+  add_knobs(p->run, is_backend, &o->knobs);
+
+  p->check = app.add_subcommand(
+      "check", "check an earlier run's results.json against expectations (no GPU needed)");
+  p->check->add_option("--results", o->results, "DIR/results.json written by a previous run")
+      ->required();
+
+  for (CLI::App* command : {p->run, p->check}) {
+    command->add_flag("--check-expectations", o->check_expectations,
+                      "compare with each chapter's expectations file; exit 3 and name each "
+                      "regression when a threshold is missed");
+    command->add_option("--expectations", o->expectations,
+                        "use FILE instead of each chapter's labs/<chapter>/expectations_h100.json");
+    command->add_option(
+        "--labs-root", o->labs_root,
+        "repository root holding labs/ (default: the source tree it was built from)");
+  }
+  return p;
 }
 
 }  // namespace
@@ -112,79 +299,6 @@ std::vector<std::pair<std::string, std::string>> Knobs::describe() const {
   add("DOC_SPAN", doc_span);
   if (backend) out.emplace_back("FLASHCORE_BACKEND", *backend);
   return out;
-}
-
-bool read_knobs(const EnvLookup& env, const BackendCheck& is_backend, Knobs* knobs,
-                std::string* error) {
-  *knobs = Knobs{};
-  if (!positive_knob(env, "FLASHCORE_B", &knobs->batch, error) ||
-      !positive_knob(env, "FLASHCORE_H", &knobs->heads, error) ||
-      !positive_knob(env, "FLASHCORE_HKV", &knobs->heads_kv, error) ||
-      !positive_knob(env, "FLASHCORE_S", &knobs->seqlen, error) ||
-      !positive_knob(env, "FLASHCORE_SK", &knobs->seqlen_k, error) ||
-      !positive_knob(env, "FLASHCORE_D", &knobs->head_dim, error) ||
-      !positive_knob(env, "BLOCK_SIZE", &knobs->block_size, error) ||
-      !positive_knob(env, "DOC_SPAN", &knobs->doc_span, error)) {
-    return false;
-  }
-  if (knobs->head_dim &&
-      (*knobs->head_dim > kMaxHeadDim || *knobs->head_dim % kHeadDimAlign != 0)) {
-    *error = "FLASHCORE_D=" + std::to_string(*knobs->head_dim) +
-             " is not supported; use a multiple of 8 up to 256 (64, 128 and 256 are tuned)";
-    return false;
-  }
-  if (knobs->heads_kv) {
-    if (!knobs->heads) {
-      *error = "FLASHCORE_HKV needs FLASHCORE_H too (query heads must be a multiple of KV heads)";
-      return false;
-    }
-    if (*knobs->heads % *knobs->heads_kv != 0) {
-      *error = "FLASHCORE_H=" + std::to_string(*knobs->heads) +
-               " is not a multiple of FLASHCORE_HKV=" + std::to_string(*knobs->heads_kv) +
-               "; GQA needs H % HKV == 0";
-      return false;
-    }
-  }
-  if (knobs->block_size && *knobs->block_size % 16 != 0) {
-    *error = "BLOCK_SIZE=" + std::to_string(*knobs->block_size) +
-             " is not valid; use a positive multiple of 16 (e.g. 64 or 128)";
-    return false;
-  }
-  if (const char* causal = env("FLASHCORE_CAUSAL"); causal != nullptr && causal[0] != '\0') {
-    const std::string v = causal;
-    if (v != "0" && v != "1") {
-      *error = "FLASHCORE_CAUSAL='" + v + "' is not valid; use 0 or 1";
-      return false;
-    }
-    knobs->causal = v == "1";
-  }
-  if (const char* dtype = env("FLASHCORE_DTYPE"); dtype != nullptr && dtype[0] != '\0') {
-    const std::string v = dtype;
-    if (v != "fp16" && v != "bf16") {
-      *error = "FLASHCORE_DTYPE='" + v + "' is not supported; use fp16 or bf16";
-      return false;
-    }
-    knobs->dtype = v;
-  }
-  if (const char* window = env("FLASHCORE_WINDOW"); window != nullptr && window[0] != '\0') {
-    int64_t v = 0;
-    if (!parse_int(window, &v) || v < 0) {
-      *error = std::string("FLASHCORE_WINDOW='") + window +
-               "' is not valid; use the number of keys left of the diagonal (>= 0)";
-      return false;
-    }
-    knobs->window = v;
-  }
-  if (const char* backend = env("FLASHCORE_BACKEND"); backend != nullptr && backend[0] != '\0') {
-    if (!is_backend(backend)) {
-      *error = std::string("FLASHCORE_BACKEND='") + backend +
-               "' is not a backend; valid: auto, scalar, unfused, wmma, sm80 (and newer ones as "
-               "they land)";
-      return false;
-    }
-    knobs->backend = backend;
-  }
-  return true;
 }
 
 bool check_knobs_for_targets(const Knobs& knobs, const std::vector<Target>& targets,
@@ -240,126 +354,68 @@ std::string backend_for(const Target& target, const Knobs& knobs, const TargetAr
 bool parse_args(int argc, const char* const* argv, const BackendCheck& is_backend, Options* options,
                 std::string* error) {
   *options = Options{};
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    options->command = Command::kHelp;
+  std::unique_ptr<Parser> p = make_parser(is_backend, options);
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (argc <= 1 || first == "help") {
+    options->help = p->app.help("", CLI::AppFormatMode::All);
     return true;
   }
-  const std::string& command = args[0];
-  if (command == "list-targets") {
-    options->command = Command::kListTargets;
-  } else if (command == "run") {
-    options->command = Command::kRun;
-  } else if (command == "check") {
-    options->command = Command::kCheck;
-  } else {
+  if (first[0] != '-' && first != "list-targets" && first != "run" && first != "check") {
     *error =
-        "unknown command '" + command + "'; valid commands: list-targets, run, check (see --help)";
+        "unknown command '" + first + "'; valid commands: list-targets, run, check (see --help)";
     return false;
   }
-  // --flag value and --flag=value are both accepted.
-  std::string targets_spec;
-  std::vector<std::pair<std::string, std::string>> extra;
-  for (size_t i = 1; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> value;
-    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
+  try {
+    p->app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    for (CLI::App* command : {p->list, p->run, p->check}) {
+      if (command->parsed()) options->help = command->help();
     }
-    if (flag == "--help" || flag == "-h") {
-      options->command = Command::kHelp;
-      return true;
-    }
-    const bool is_switch = flag == "--check-expectations";
-    if (!is_switch && !value) {
-      if (i + 1 >= args.size()) {
-        *error = flag + " needs a value (see --help)";
-        return false;
-      }
-      value = args[++i];
-    }
-    auto allowed = [&](std::initializer_list<Command> commands) {
-      for (const Command c : commands) {
-        if (c == options->command) return true;
-      }
-      *error = "option " + flag + " does not apply to '" + command + "' (see --help)";
-      return false;
-    };
-    if (flag == "--chapter") {
-      if (!allowed({Command::kListTargets})) return false;
-      options->chapter = *value;
-    } else if (flag == "--targets") {
-      if (!allowed({Command::kRun})) return false;
-      targets_spec += (targets_spec.empty() ? "" : ",") + *value;
-    } else if (flag == "--profile") {
-      if (!allowed({Command::kRun})) return false;
-      if (*value == "minimal") {
-        options->profile = Profile::kMinimal;
-      } else if (*value == "full") {
-        options->profile = Profile::kFull;
-      } else {
-        *error = "--profile '" + *value + "' is not valid; use minimal or full";
-        return false;
-      }
-    } else if (flag == "--target-extra-arg") {
-      if (!allowed({Command::kRun})) return false;
-      const size_t eq = value->find('=');
-      if (eq == std::string::npos) {
-        *error =
-            "--target-extra-arg needs TARGET=\"--flag value\", e.g. "
-            "labs/flashattention:optimized_flashattention=\"--backend sm80\"";
-        return false;
-      }
-      extra.emplace_back(value->substr(0, eq), value->substr(eq + 1));
-    } else if (flag == "--out") {
-      if (!allowed({Command::kRun})) return false;
-      options->out_dir = *value;
-    } else if (flag == "--check-expectations") {
-      if (!allowed({Command::kRun, Command::kCheck})) return false;
-      options->check_expectations = true;
-    } else if (flag == "--expectations") {
-      if (!allowed({Command::kRun, Command::kCheck})) return false;
-      options->expectations = *value;
-    } else if (flag == "--labs-root") {
-      if (!allowed({Command::kRun, Command::kCheck})) return false;
-      options->labs_root = *value;
-    } else if (flag == "--results") {
-      if (!allowed({Command::kCheck})) return false;
-      options->results = *value;
-    } else {
-      *error = "unknown option '" + flag + "' for '" + command + "' (see --help)";
-      return false;
-    }
+    if (options->help.empty()) options->help = p->app.help("", CLI::AppFormatMode::All);
+    options->command = Command::kHelp;
+    return true;
+  } catch (const CLI::ParseError& e) {
+    *error = std::string(e.what()) + " (see --help)";
+    return false;
   }
-  if (options->command == Command::kListTargets) {
+  if (p->list->parsed()) {
+    options->command = Command::kListTargets;
     if (!options->chapter.empty() && find_chapter(options->chapter) == nullptr) {
       *error = "unknown chapter '" + options->chapter + "'; valid chapters: " + chapter_names();
       return false;
     }
+    return true;
   }
-  if (options->command == Command::kCheck) {
+  if (p->check->parsed()) {
+    options->command = Command::kCheck;
     options->check_expectations = true;
-    if (options->results.empty()) {
-      *error = "check needs --results DIR/results.json (written by a previous run)";
+    return true;
+  }
+  if (!p->run->parsed()) {
+    options->help = p->app.help("", CLI::AppFormatMode::All);
+    return true;
+  }
+  options->command = Command::kRun;
+  options->profile = p->profile == "full" ? Profile::kFull : Profile::kMinimal;
+  if (!check_heads(options->knobs, error)) return false;
+  if (!select_targets(CLI::detail::join(p->targets, ","), &options->targets, error)) return false;
+  for (const std::string& spec : p->extra) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos) {
+      *error =
+          "--target-extra-arg needs TARGET=\"--flag value\", e.g. "
+          "labs/flashattention:optimized_flashattention=\"--backend sm80\"";
       return false;
     }
-  }
-  if (options->command != Command::kRun) return true;
-  if (targets_spec.empty()) {
-    *error = "run needs --targets CHAPTER[:WORKLOAD][,...]; chapters: " + chapter_names();
-    return false;
-  }
-  if (!select_targets(targets_spec, &options->targets, error)) return false;
-  for (const auto& [target, flags] : extra) {
+    const std::string target = spec.substr(0, eq);
+    if (target.find(':') == std::string::npos) {
+      *error = "--target-extra-arg names '" + target + "'; name one target as chapter:workload";
+      return false;
+    }
     std::vector<Target> named;
-    if (target.find(':') == std::string::npos || !select_targets(target, &named, error)) {
-      if (target.find(':') == std::string::npos) {
-        *error = "--target-extra-arg names '" + target + "'; name one target as chapter:workload";
-      }
-      return false;
-    }
-    if (!parse_target_args(target, flags, is_backend, &options->target_args[target], error)) {
+    if (!select_targets(target, &named, error) ||
+        !parse_target_args(target, spec.substr(eq + 1), is_backend, &options->target_args[target],
+                           error)) {
       return false;
     }
   }
@@ -367,73 +423,9 @@ bool parse_args(int argc, const char* const* argv, const BackendCheck& is_backen
 }
 
 std::string help_text() {
-  return R"(flashcore-bench: the flashcore benchmark lab.
-
-Usage:
-  flashcore-bench list-targets [--chapter CHAPTER]
-  flashcore-bench run --targets CHAPTER[:WORKLOAD][,...] [--profile minimal|full]
-                      [--target-extra-arg TARGET="--flag value"]... [--out DIR]
-                      [--check-expectations] [--expectations FILE] [--labs-root DIR]
-  flashcore-bench check --results DIR/results.json [--expectations FILE] [--labs-root DIR]
-  flashcore-bench --help
-
-Commands:
-  list-targets   print every target as chapter:workload with a one-line description
-  run            run targets: parity gate (each target checked against the float64 CPU reference
-                 for small shapes or the fp32 GPU oracle for large ones; a failing target is
-                 FAILED and not timed), then CUDA-event timing; every case also runs the cuDNN
-                 peer (peers/cudnn), and the run measures a bf16 cuBLAS GEMM ceiling (% GEMM)
-                 and a device-to-device copy ceiling (% copy) once, on random data
-  check          check an earlier run's results.json against expectations (no GPU needed)
-
-Options:
-  --targets SPEC          comma-separated chapters or chapter:workload targets
-  --profile minimal|full  minimal (default): a few shapes, under a minute on an H100;
-                          full: the FlashAttention-3 paper's grid (16k tokens, hidden 2048,
-                          head dim 64/128/256, seqlen 512..16k, causal and not)
-  --target-extra-arg T="--flag value ..."
-                          per-target flags; T is chapter:workload. Flags:
-                            --backend NAME   provider to run (auto, scalar, unfused, wmma, sm80)
-                            --num-splits N   split-KV count (0 heuristic, 1 off)
-                            --tile auto|large|small|warpgroup|warpgroup-pair
-                                             CTA tile of the sm80 kernel (auto: when the large
-                                             tile's grid leaves SMs idle, small, or on Hopper
-                                             at hd64 warpgroup, then warpgroup-pair, as the
-                                             grid grows)
-                            --pdl on|off     programmatic dependent launch where it applies
-                                             (default on; AttentionParams::enable_pdl)
-  --out DIR               artifact folder (default lab-out/<UTC timestamp>)
-  --check-expectations    compare with each chapter's expectations file; exit 3 and name each
-                          regression when a threshold is missed
-  --expectations FILE     use FILE instead of each chapter's labs/<chapter>/expectations_h100.json
-  --labs-root DIR         repository root holding labs/ (default: the source tree it was built from)
-
-Environment knobs (read at run time):
-  FLASHCORE_BACKEND   provider of the optimized targets (default auto): auto, scalar, unfused,
-                      wmma, sm80; a provider that rejects a case is reported SKIPPED with the reason
-  FLASHCORE_B         batch                     Any shape knob replaces the profile's grid with
-  FLASHCORE_H         query heads               one case: the chapter's first case with the
-  FLASHCORE_HKV       KV heads (GQA; divides H) overrides applied.
-  FLASHCORE_S         sequence length (q and k)
-  FLASHCORE_SK        key/value sequence length (defaults to FLASHCORE_S)
-  FLASHCORE_D         head dim: a multiple of 8 up to 256
-  FLASHCORE_CAUSAL    0 or 1
-  FLASHCORE_DTYPE     fp16 or bf16 (default per chapter: flashcore fp16, others bf16)
-  FLASHCORE_WINDOW    sliding-window size of labs/flexattention, keys left of the diagonal
-                      (default 1024)
-  BLOCK_SIZE          FlexAttention block-mask granularity (a multiple of 16); recorded in the
-                      artifacts. flashcore kernels choose their own tiles, so it does not change
-                      timings until block-sparse masks land
-  DOC_SPAN            document-mask span for labs/flexattention; rejected until the document mask
-                      exists
-
-Artifacts (in --out): results.json (schema flashcore-bench/results v1), report.md, tflops.svg.
-NVTX ranges: <chapter>_<role>_<provider> per target (e.g. flashattention_baseline_unfused,
-flashattention_optimized_sm80) with nested parity / warmup / timed ranges.
-
-Exit codes: 0 ok; 1 a target FAILED parity or a CUDA error; 2 bad usage or knobs;
-3 expectations regressed; 4 no CUDA device.
-)";
+  Options options;
+  return make_parser([](const std::string&) { return true; }, &options)
+      ->app.help("", CLI::AppFormatMode::All);
 }
 
 }  // namespace flashcore::bench

@@ -1,5 +1,6 @@
-// Command line and environment knobs of flashcore-bench. Pure parsing: nothing here touches the
-// GPU, so every error a user can make is caught (and tested) before a device is opened.
+// Command line and environment knobs of flashcore-bench, parsed by CLI11: subcommands, knobs that
+// are options with an environment name, validators, generated help. Pure parsing: nothing here
+// touches the GPU, so every error a user can make is caught (and tested) before a device is opened.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,8 @@
 
 namespace flashcore::bench {
 
-// Environment knobs, read once at start-up (the labs' convention: set them on the command line).
+// Knobs of `run`: environment variables (the labs' convention: FLASHCORE_S=4096 flashcore-bench
+// run ...) that are also options (--seqlen 4096); the option wins when both are given.
 struct Knobs {
   std::optional<int64_t> batch, heads, heads_kv, seqlen, seqlen_k, head_dim;  // FLASHCORE_B, ...
   std::optional<bool> causal;                                                 // FLASHCORE_CAUSAL
@@ -50,19 +52,16 @@ struct Options {
   std::string expectations;  // explicit expectations file; empty: each chapter's own
   std::string results;       // check: the results.json to check
   std::string labs_root;     // where chapters' expectations files live (--labs-root)
+  Knobs knobs;               // run
+  std::string help;          // kHelp: the help of the command asked about
 };
 
-// Looks up an environment variable; returns null when unset (std::getenv in the tool).
-using EnvLookup = std::function<const char*(const char*)>;
 // True when the name is a flashcore backend (flashcore::parse_backend in the tool).
 using BackendCheck = std::function<bool(const std::string&)>;
 
-// Parses argv (argv[0] is the program). Returns false with a message that says what is valid.
+// Parses argv (argv[0] is the program) and the knobs' environment variables. Returns false with a
+// message that says what is valid.
 bool parse_args(int argc, const char* const* argv, const BackendCheck& is_backend, Options* options,
-                std::string* error);
-
-// Reads and validates the knobs. Returns false with a message naming the variable and valid values.
-bool read_knobs(const EnvLookup& env, const BackendCheck& is_backend, Knobs* knobs,
                 std::string* error);
 
 // Rejects knobs that would be silently meaningless for these targets (DOC_SPAN before the
@@ -78,6 +77,7 @@ std::vector<Case> cases_for(const Target& target, Profile profile, const Knobs& 
 // optimized targets, else the table's.
 std::string backend_for(const Target& target, const Knobs& knobs, const TargetArgs* args);
 
+// Every command's options and knobs, generated from the parser.
 std::string help_text();
 
 }  // namespace flashcore::bench

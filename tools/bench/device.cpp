@@ -1,8 +1,10 @@
 #include "device.hpp"
 
 #include <cuda_runtime_api.h>
+#if FLASHCORE_BENCH_HAS_CUDNN
 #include <cudnn.h>
 #include <cudnn_frontend_version.h>
+#endif
 
 namespace flashcore::bench {
 namespace {
@@ -38,7 +40,6 @@ DeviceInfo query_device() {
   cudaRuntimeGetVersion(&runtime);
   info.name = prop.name;
   info.l2_bytes = static_cast<size_t>(prop.l2CacheSize);
-  const size_t cudnn = cudnnGetVersion();
   info.environment = {
       {"device", prop.name},
       {"compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
@@ -47,12 +48,19 @@ DeviceInfo query_device() {
       {"memory_bytes", std::to_string(prop.totalGlobalMem)},
       {"driver_cuda_version", cuda_version(driver)},
       {"cuda_runtime_version", cuda_version(runtime)},
-      {"cudnn_version", std::to_string(cudnn / 10000) + "." + std::to_string(cudnn % 10000 / 100) +
-                            "." + std::to_string(cudnn % 100)},
+  };
+#if FLASHCORE_BENCH_HAS_CUDNN
+  const size_t cudnn = cudnnGetVersion();
+  info.environment.push_back({"cudnn_version", std::to_string(cudnn / 10000) + "." +
+                                                   std::to_string(cudnn % 10000 / 100) + "." +
+                                                   std::to_string(cudnn % 100)});
+  info.environment.push_back(
       {"cudnn_frontend_version", std::to_string(CUDNN_FRONTEND_MAJOR_VERSION) + "." +
                                      std::to_string(CUDNN_FRONTEND_MINOR_VERSION) + "." +
-                                     std::to_string(CUDNN_FRONTEND_PATCH_VERSION)},
-  };
+                                     std::to_string(CUDNN_FRONTEND_PATCH_VERSION)});
+#else
+  info.environment.push_back({"cudnn_version", "none (built without cuDNN)"});
+#endif
   return info;
 }
 

@@ -12,13 +12,13 @@ struct Thresholds {
 
 bool read_threshold(const Json& object, const char* key, const std::string& where,
                     std::optional<double>* out, std::string* error) {
-  const Json* v = object.find(key);
+  const Json* v = find_member(object, key);
   if (v == nullptr || v->is_null()) return true;
   if (!v->is_number()) {
     *error = where + ": '" + key + "' must be a number or null";
     return false;
   }
-  *out = v->as_number();
+  *out = v->get<double>();
   return true;
 }
 
@@ -44,22 +44,22 @@ std::string fmt(double v) {
 bool check_expectations(const std::vector<Result>& results, const Json& expectations,
                         const std::string& source, std::vector<std::string>* regressions,
                         std::string* error) {
-  if (expectations.string_or("schema", "") != kExpectationsSchema ||
-      expectations.number_or("schema_version", 0) != 1) {
+  if (string_or(expectations, "schema", "") != kExpectationsSchema ||
+      integer_or(expectations, "schema_version", 0) != 1) {
     *error = source + ": not an expectations file (want schema '" + kExpectationsSchema +
              "', schema_version 1)";
     return false;
   }
-  const Json* targets = expectations.find("targets");
+  const Json* targets = find_member(expectations, "targets");
   if (targets == nullptr || !targets->is_object()) {
     *error = source + ": no 'targets' object";
     return false;
   }
-  for (const auto& [target, spec] : targets->members()) {
+  for (const auto& [target, spec] : targets->items()) {
     const std::string where = source + ": " + target;
     Thresholds base;
     if (!read_thresholds(spec, where, &base, error)) return false;
-    const Json* cases = spec.find("cases");
+    const Json* cases = find_member(spec, "cases");
     if (cases != nullptr && !cases->is_null() && !cases->is_object()) {
       *error = where + ": 'cases' must be an object keyed by case label";
       return false;
@@ -69,7 +69,7 @@ bool check_expectations(const std::vector<Result>& results, const Json& expectat
       const std::string label = r.c.label();
       Thresholds t = base;
       if (cases != nullptr && cases->is_object()) {
-        if (const Json* override_spec = cases->find(label)) {
+        if (const Json* override_spec = find_member(*cases, label)) {
           Thresholds o;
           if (!read_thresholds(*override_spec, where + " case " + label, &o, error)) return false;
           if (o.min_speedup) t.min_speedup = o.min_speedup;

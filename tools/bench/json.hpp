@@ -1,80 +1,31 @@
-// A small JSON value with a writer and a strict parser: enough for results.json and the
-// expectations files, without a third-party dependency. Objects keep insertion order so that the
-// files we write read in a stable, human-friendly order.
+// JSON for results.json and the expectations files: nlohmann::ordered_json, so that the files we
+// write keep their keys in a stable, human-friendly order and integers stay integers. The helpers
+// read a member leniently (a missing or mistyped member gives the fallback), which is how the
+// schema treats fields that older files lack.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
-#include <utility>
-#include <vector>
 
 namespace flashcore::bench {
 
-class Json {
- public:
-  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
-  using Array = std::vector<Json>;
-  using Object = std::vector<std::pair<std::string, Json>>;
+using Json = nlohmann::ordered_json;
 
-  Json() = default;
-  Json(std::nullptr_t) {}
-  Json(bool value) : type_(Type::kBool), bool_(value) {}
-  Json(double value) : type_(Type::kNumber), number_(value) {}
-  Json(int value) : Json(static_cast<double>(value)) {}
-  Json(int64_t value) : Json(static_cast<double>(value)) {}
-  Json(const char* value) : type_(Type::kString), string_(value) {}
-  Json(std::string value) : type_(Type::kString), string_(std::move(value)) {}
+// Parses a whole document (RFC 8259: no NaN, no comments, no trailing text). On failure returns
+// false and says where and why in *error.
+bool parse_json(const std::string& text, Json* out, std::string* error);
 
-  static Json array() {
-    Json j;
-    j.type_ = Type::kArray;
-    return j;
-  }
-  static Json object() {
-    Json j;
-    j.type_ = Type::kObject;
-    return j;
-  }
+// Writes with indent (< 0: one line). NaN and infinities become null (JSON has none); invalid
+// UTF-8 in a string is replaced rather than thrown on.
+std::string dump_json(const Json& json, int indent = 2);
 
-  Type type() const { return type_; }
-  bool is_null() const { return type_ == Type::kNull; }
-  bool is_number() const { return type_ == Type::kNumber; }
-  bool is_string() const { return type_ == Type::kString; }
-  bool is_bool() const { return type_ == Type::kBool; }
-  bool is_array() const { return type_ == Type::kArray; }
-  bool is_object() const { return type_ == Type::kObject; }
-
-  bool as_bool() const { return bool_; }
-  double as_number() const { return number_; }
-  const std::string& as_string() const { return string_; }
-  const Array& items() const { return array_; }
-  const Object& members() const { return object_; }
-
-  // Appends to an array.
-  Json& push(Json value);
-  // Sets a member of an object (replacing an existing key in place).
-  Json& set(const std::string& key, Json value);
-  // Member lookup; null when absent or when this is not an object.
-  const Json* find(const std::string& key) const;
-  // Number member or fallback when absent / not a number.
-  double number_or(const std::string& key, double fallback) const;
-  std::string string_or(const std::string& key, const std::string& fallback) const;
-
-  // indent < 0 writes one line. Non-finite numbers are written as null (JSON has no NaN).
-  std::string dump(int indent = 2) const;
-
-  // Parses a whole document; on failure returns false and says where and why in *error.
-  static bool parse(const std::string& text, Json* out, std::string* error);
-
- private:
-  void dump_to(std::string* out, int indent, int depth) const;
-
-  Type type_ = Type::kNull;
-  bool bool_ = false;
-  double number_ = 0.0;
-  std::string string_;
-  Array array_;
-  Object object_;
-};
+// The member `key` of an object, or null when absent or when json is not an object.
+const Json* find_member(const Json& json, const std::string& key);
+double number_or(const Json& json, const std::string& key, double fallback);
+// Integers are read as integers (exact past 2^53); a float member counts only if it is integral.
+int64_t integer_or(const Json& json, const std::string& key, int64_t fallback);
+std::string string_or(const Json& json, const std::string& key, const std::string& fallback);
+bool bool_or(const Json& json, const std::string& key, bool fallback);
 
 }  // namespace flashcore::bench

@@ -12,7 +12,6 @@
 #include "cli.hpp"
 #include "expectations.hpp"
 #include "flashcore/attention.hpp"
-#include "plot_svg.hpp"
 #include "report_json.hpp"
 #include "report_markdown.hpp"
 #include "runner.hpp"
@@ -85,7 +84,7 @@ bool check_record(const Options& options, RunRecord* record, std::string* error)
     }
     Json expectations;
     std::string parse_error;
-    if (!Json::parse(text, &expectations, &parse_error)) {
+    if (!parse_json(text, &expectations, &parse_error)) {
       *error = path + ": " + parse_error;
       return false;
     }
@@ -111,7 +110,7 @@ int run_check(const Options& options) {
   std::string text, error;
   if (!read_file(options.results, &text)) return fail(kExitUsage, "cannot read " + options.results);
   Json json;
-  if (!Json::parse(text, &json, &error)) return fail(kExitUsage, options.results + ": " + error);
+  if (!parse_json(text, &json, &error)) return fail(kExitUsage, options.results + ": " + error);
   RunRecord record;
   if (!from_json(json, &record, &error)) return fail(kExitUsage, options.results + ": " + error);
   if (!check_record(options, &record, &error)) return fail(kExitUsage, error);
@@ -142,9 +141,8 @@ int run_targets(const Options& options, const Knobs& knobs, const std::string& c
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) return fail(kExitFailed, "cannot create " + out.string() + ": " + ec.message());
-  if (!write_file(out / "results.json", to_json(record).dump(), &error) ||
-      !write_file(out / "report.md", render_markdown(record), &error) ||
-      !write_file(out / "tflops.svg", render_svg(record.results), &error)) {
+  if (!write_file(out / "results.json", dump_json(to_json(record)), &error) ||
+      !write_file(out / "report.md", render_markdown(record), &error)) {
     return fail(kExitFailed, error);
   }
   if (!expectations_read) {
@@ -156,7 +154,8 @@ int run_targets(const Options& options, const Knobs& knobs, const std::string& c
     skipped += r.outcome == Outcome::kSkipped;
   }
   std::printf(
-      "%zu results: %zu FAILED, %zu SKIPPED\nartifacts: %s/{results.json,report.md,tflops.svg}\n",
+      "%zu results: %zu FAILED, %zu SKIPPED\nartifacts: %s/{results.json,report.md} (plots: "
+      "python3 bench/plot.py on results.json)\n",
       record.results.size(), failed, skipped, out.string().c_str());
   if (record.expectations_checked) print_regressions(record);
   if (!record.regressions.empty()) return kExitRegressed;
@@ -175,7 +174,7 @@ int main(int argc, char** argv) {
   if (!parse_args(argc, argv, is_backend, &options, &error)) return fail(kExitUsage, error);
   switch (options.command) {
     case Command::kHelp:
-      std::fputs(help_text().c_str(), stdout);
+      std::fputs(options.help.c_str(), stdout);
       return kExitOk;
     case Command::kListTargets: {
       std::string text;
@@ -188,12 +187,10 @@ int main(int argc, char** argv) {
     case Command::kRun:
       break;
   }
-  Knobs knobs;
-  if (!read_knobs([](const char* name) { return std::getenv(name); }, is_backend, &knobs, &error) ||
-      !check_knobs_for_targets(knobs, options.targets, &error)) {
+  if (!check_knobs_for_targets(options.knobs, options.targets, &error)) {
     return fail(kExitUsage, error);
   }
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i > 0 ? " " : "") + std::string(argv[i]);
-  return run_targets(options, knobs, command_line);
+  return run_targets(options, options.knobs, command_line);
 }

@@ -2,9 +2,13 @@
 
 #include <cmath>
 
+#include "reference/tolerance.hpp"
+
 namespace flashcore::bench {
 
-double parity_tolerance(const std::string& dtype) { return dtype == "bf16" ? 1e-2 : 5e-3; }
+double parity_tolerance(const std::string& dtype) {
+  return reference::parity_tolerance(dtype == "bf16" ? DType::kBFloat16 : DType::kFloat16);
+}
 
 Parity compare_outputs(const float* out, const double* ref, size_t n, const std::string& dtype,
                        const std::string& reference_kind) {

@@ -13,8 +13,7 @@ namespace flashcore::bench {
 // one core); larger ones against the fp32 GPU oracle.
 inline constexpr double kCpuReferenceMaxFlops = 1.1e9;
 
-// Tolerance on relative L2 error: 5e-3 for fp16, 1e-2 for bf16 (one fewer mantissa bits' worth of
-// rounding of P and O).
+// Tolerance on relative L2 error for a dtype name: reference/tolerance.hpp's.
 double parity_tolerance(const std::string& dtype);
 
 // Compares n outputs with the reference. rel_l2 = ||out - ref|| / ||ref||; any non-finite output

@@ -7,97 +7,97 @@ Json optional_number(const std::optional<double>& v) { return v ? Json(*v) : Jso
 
 Json pairs_to_json(const std::vector<std::pair<std::string, std::string>>& pairs) {
   Json object = Json::object();
-  for (const auto& [key, value] : pairs) object.set(key, value);
+  for (const auto& [key, value] : pairs) object[key] = value;
   return object;
 }
 
 Json case_to_json(const Case& c) {
   Json j = Json::object();
-  j.set("label", c.label());
-  j.set("batch", c.batch);
-  j.set("heads_q", c.heads_q);
-  j.set("heads_kv", c.heads_kv);
-  j.set("seqlen_q", c.seqlen_q);
-  j.set("seqlen_k", c.seqlen_k);
-  j.set("head_dim", c.head_dim);
-  j.set("causal", c.causal);
-  j.set("window_left", c.window_left);
-  j.set("dtype", c.dtype);
-  j.set("flops", c.flops());
-  j.set("min_bytes", c.min_bytes());
+  j["label"] = c.label();
+  j["batch"] = c.batch;
+  j["heads_q"] = c.heads_q;
+  j["heads_kv"] = c.heads_kv;
+  j["seqlen_q"] = c.seqlen_q;
+  j["seqlen_k"] = c.seqlen_k;
+  j["head_dim"] = c.head_dim;
+  j["causal"] = c.causal;
+  j["window_left"] = c.window_left;
+  j["dtype"] = c.dtype;
+  j["flops"] = c.flops();
+  j["min_bytes"] = c.min_bytes();
   return j;
 }
 
 Json result_to_json(const Result& r) {
   Json j = Json::object();
-  j.set("target", r.target());
-  j.set("chapter", r.chapter);
-  j.set("workload", r.workload);
-  j.set("role", r.role);
-  j.set("requested_backend", r.requested_backend);
-  j.set("provider", r.provider);
-  j.set("status", outcome_name(r.outcome));
-  j.set("reason", r.reason);
-  j.set("case", case_to_json(r.c));
+  j["target"] = r.target();
+  j["chapter"] = r.chapter;
+  j["workload"] = r.workload;
+  j["role"] = r.role;
+  j["requested_backend"] = r.requested_backend;
+  j["provider"] = r.provider;
+  j["status"] = outcome_name(r.outcome);
+  j["reason"] = r.reason;
+  j["case"] = case_to_json(r.c);
   if (r.parity) {
     Json p = Json::object();
-    p.set("reference", r.parity->reference);
-    p.set("rel_l2", r.parity->rel_l2);
-    p.set("tolerance", r.parity->tolerance);
-    p.set("has_nan", r.parity->has_nan);
-    p.set("passed", r.parity->passed);
-    j.set("parity", p);
+    p["reference"] = r.parity->reference;
+    p["rel_l2"] = r.parity->rel_l2;
+    p["tolerance"] = r.parity->tolerance;
+    p["has_nan"] = r.parity->has_nan;
+    p["passed"] = r.parity->passed;
+    j["parity"] = p;
   } else {
-    j.set("parity", Json());
+    j["parity"] = Json();
   }
   if (r.timing) {
     Json t = Json::object();
-    t.set("method", r.timing->method);
-    t.set("samples", r.timing->samples);
-    t.set("launches_per_sample", r.timing->launches_per_sample);
-    t.set("min_us", r.timing->min_us);
-    t.set("p50_us", r.timing->p50_us);
-    t.set("p90_us", r.timing->p90_us);
-    t.set("mean_us", r.timing->mean_us);
-    t.set("stdev_us", r.timing->stdev_us);
-    j.set("timing", t);
+    t["method"] = r.timing->method;
+    t["samples"] = r.timing->samples;
+    t["launches_per_sample"] = r.timing->launches_per_sample;
+    t["min_us"] = r.timing->min_us;
+    t["p50_us"] = r.timing->p50_us;
+    t["p90_us"] = r.timing->p90_us;
+    t["mean_us"] = r.timing->mean_us;
+    t["stdev_us"] = r.timing->stdev_us;
+    j["timing"] = t;
   } else {
-    j.set("timing", Json());
+    j["timing"] = Json();
   }
-  j.set("tflops", optional_number(r.tflops));
-  j.set("gbps", optional_number(r.gbps));
-  j.set("pct_of_gemm_ceiling", optional_number(r.pct_of_gemm_ceiling));
-  j.set("pct_of_copy_ceiling", optional_number(r.pct_of_copy_ceiling));
-  j.set("speedup_vs_baseline", optional_number(r.speedup_vs_baseline));
-  j.set("ratio_vs_cudnn", optional_number(r.ratio_vs_cudnn));
+  j["tflops"] = optional_number(r.tflops);
+  j["gbps"] = optional_number(r.gbps);
+  j["pct_of_gemm_ceiling"] = optional_number(r.pct_of_gemm_ceiling);
+  j["pct_of_copy_ceiling"] = optional_number(r.pct_of_copy_ceiling);
+  j["speedup_vs_baseline"] = optional_number(r.speedup_vs_baseline);
+  j["ratio_vs_cudnn"] = optional_number(r.ratio_vs_cudnn);
   return j;
 }
 
 std::optional<double> read_optional(const Json& j, const char* key) {
-  const Json* v = j.find(key);
-  return v != nullptr && v->is_number() ? std::optional<double>(v->as_number()) : std::nullopt;
+  const Json* v = find_member(j, key);
+  return v != nullptr && v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
 }
 
 bool read_pairs(const Json* j, std::vector<std::pair<std::string, std::string>>* out) {
   if (j == nullptr || !j->is_object()) return false;
-  for (const auto& [key, value] : j->members()) {
-    out->emplace_back(key, value.is_string() ? value.as_string() : value.dump(-1));
+  for (const auto& [key, value] : j->items()) {
+    out->emplace_back(key, value.is_string() ? value.get<std::string>() : dump_json(value, -1));
   }
   return true;
 }
 
 bool result_from_json(const Json& j, Result* r, std::string* error) {
-  const Json* c = j.find("case");
+  const Json* c = find_member(j, "case");
   if (!j.is_object() || c == nullptr || !c->is_object()) {
     *error = "a result has no 'case' object";
     return false;
   }
-  r->chapter = j.string_or("chapter", "");
-  r->workload = j.string_or("workload", "");
-  r->role = j.string_or("role", "");
-  r->requested_backend = j.string_or("requested_backend", "");
-  r->provider = j.string_or("provider", "");
-  const std::string status = j.string_or("status", "");
+  r->chapter = string_or(j, "chapter", "");
+  r->workload = string_or(j, "workload", "");
+  r->role = string_or(j, "role", "");
+  r->requested_backend = string_or(j, "requested_backend", "");
+  r->provider = string_or(j, "provider", "");
+  const std::string status = string_or(j, "status", "");
   if (status == "ok") {
     r->outcome = Outcome::kOk;
   } else if (status == "FAILED") {
@@ -109,38 +109,35 @@ bool result_from_json(const Json& j, Result* r, std::string* error) {
              "'; expected ok, FAILED or SKIPPED";
     return false;
   }
-  r->reason = j.string_or("reason", "");
-  r->c.batch = static_cast<int64_t>(c->number_or("batch", 0));
-  r->c.heads_q = static_cast<int64_t>(c->number_or("heads_q", 0));
-  r->c.heads_kv = static_cast<int64_t>(c->number_or("heads_kv", 0));
-  r->c.seqlen_q = static_cast<int64_t>(c->number_or("seqlen_q", 0));
-  r->c.seqlen_k = static_cast<int64_t>(c->number_or("seqlen_k", 0));
-  r->c.head_dim = static_cast<int64_t>(c->number_or("head_dim", 0));
-  const Json* causal = c->find("causal");
-  r->c.causal = causal != nullptr && causal->is_bool() && causal->as_bool();
-  r->c.window_left = static_cast<int64_t>(c->number_or("window_left", -1));
-  r->c.dtype = c->string_or("dtype", "fp16");
-  if (const Json* p = j.find("parity"); p != nullptr && p->is_object()) {
+  r->reason = string_or(j, "reason", "");
+  r->c.batch = integer_or(*c, "batch", 0);
+  r->c.heads_q = integer_or(*c, "heads_q", 0);
+  r->c.heads_kv = integer_or(*c, "heads_kv", 0);
+  r->c.seqlen_q = integer_or(*c, "seqlen_q", 0);
+  r->c.seqlen_k = integer_or(*c, "seqlen_k", 0);
+  r->c.head_dim = integer_or(*c, "head_dim", 0);
+  r->c.causal = bool_or(*c, "causal", false);
+  r->c.window_left = integer_or(*c, "window_left", -1);
+  r->c.dtype = string_or(*c, "dtype", "fp16");
+  if (const Json* p = find_member(j, "parity"); p != nullptr && p->is_object()) {
     Parity parity;
-    parity.reference = p->string_or("reference", "");
-    parity.rel_l2 = p->number_or("rel_l2", 0);
-    parity.tolerance = p->number_or("tolerance", 0);
-    const Json* nan = p->find("has_nan");
-    parity.has_nan = nan != nullptr && nan->is_bool() && nan->as_bool();
-    const Json* passed = p->find("passed");
-    parity.passed = passed != nullptr && passed->is_bool() && passed->as_bool();
+    parity.reference = string_or(*p, "reference", "");
+    parity.rel_l2 = number_or(*p, "rel_l2", 0);
+    parity.tolerance = number_or(*p, "tolerance", 0);
+    parity.has_nan = bool_or(*p, "has_nan", false);
+    parity.passed = bool_or(*p, "passed", false);
     r->parity = parity;
   }
-  if (const Json* t = j.find("timing"); t != nullptr && t->is_object()) {
+  if (const Json* t = find_member(j, "timing"); t != nullptr && t->is_object()) {
     Summary s;
-    s.method = t->string_or("method", "");
-    s.samples = static_cast<int>(t->number_or("samples", 0));
-    s.launches_per_sample = static_cast<int>(t->number_or("launches_per_sample", 0));
-    s.min_us = t->number_or("min_us", 0);
-    s.p50_us = t->number_or("p50_us", 0);
-    s.p90_us = t->number_or("p90_us", 0);
-    s.mean_us = t->number_or("mean_us", 0);
-    s.stdev_us = t->number_or("stdev_us", 0);
+    s.method = string_or(*t, "method", "");
+    s.samples = static_cast<int>(integer_or(*t, "samples", 0));
+    s.launches_per_sample = static_cast<int>(integer_or(*t, "launches_per_sample", 0));
+    s.min_us = number_or(*t, "min_us", 0);
+    s.p50_us = number_or(*t, "p50_us", 0);
+    s.p90_us = number_or(*t, "p90_us", 0);
+    s.mean_us = number_or(*t, "mean_us", 0);
+    s.stdev_us = number_or(*t, "stdev_us", 0);
     r->timing = s;
   }
   r->tflops = read_optional(j, "tflops");
@@ -156,72 +153,72 @@ bool result_from_json(const Json& j, Result* r, std::string* error) {
 
 Json to_json(const RunRecord& record) {
   Json j = Json::object();
-  j.set("schema", kResultsSchema);
-  j.set("schema_version", kResultsSchemaVersion);
-  j.set("created_utc", record.created_utc);
-  j.set("command_line", record.command_line);
-  j.set("profile", record.profile);
-  j.set("git_commit", record.git_commit);
-  j.set("environment", pairs_to_json(record.environment));
-  j.set("knobs", pairs_to_json(record.knobs));
+  j["schema"] = kResultsSchema;
+  j["schema_version"] = kResultsSchemaVersion;
+  j["created_utc"] = record.created_utc;
+  j["command_line"] = record.command_line;
+  j["profile"] = record.profile;
+  j["git_commit"] = record.git_commit;
+  j["environment"] = pairs_to_json(record.environment);
+  j["knobs"] = pairs_to_json(record.knobs);
   Json gemm = Json::object();
-  gemm.set("problem", record.gemm_problem);
-  gemm.set("tflops", record.gemm_tflops > 0 ? Json(record.gemm_tflops) : Json());
-  j.set("gemm_ceiling", gemm);
+  gemm["problem"] = record.gemm_problem;
+  gemm["tflops"] = record.gemm_tflops > 0 ? Json(record.gemm_tflops) : Json();
+  j["gemm_ceiling"] = gemm;
   Json copy = Json::object();
-  copy.set("problem", record.copy_problem);
-  copy.set("gbps", record.copy_gbps > 0 ? Json(record.copy_gbps) : Json());
-  j.set("copy_ceiling", copy);
+  copy["problem"] = record.copy_problem;
+  copy["gbps"] = record.copy_gbps > 0 ? Json(record.copy_gbps) : Json();
+  j["copy_ceiling"] = copy;
   Json results = Json::array();
-  for (const Result& r : record.results) results.push(result_to_json(r));
-  j.set("results", results);
+  for (const Result& r : record.results) results.push_back(result_to_json(r));
+  j["results"] = results;
   Json expectations = Json::object();
-  expectations.set("checked", record.expectations_checked);
+  expectations["checked"] = record.expectations_checked;
   Json files = Json::array();
-  for (const std::string& f : record.expectations_files) files.push(f);
-  expectations.set("files", files);
+  for (const std::string& f : record.expectations_files) files.push_back(f);
+  expectations["files"] = files;
   Json regressions = Json::array();
-  for (const std::string& r : record.regressions) regressions.push(r);
-  expectations.set("regressions", regressions);
-  expectations.set("passed", record.regressions.empty());
-  j.set("expectations", expectations);
+  for (const std::string& r : record.regressions) regressions.push_back(r);
+  expectations["regressions"] = regressions;
+  expectations["passed"] = record.regressions.empty();
+  j["expectations"] = expectations;
   return j;
 }
 
 bool from_json(const Json& j, RunRecord* record, std::string* error) {
   *record = RunRecord{};
-  if (j.string_or("schema", "") != kResultsSchema) {
+  if (string_or(j, "schema", "") != kResultsSchema) {
     *error =
         std::string("not a flashcore-bench results file (schema is not '") + kResultsSchema + "')";
     return false;
   }
-  const int version = static_cast<int>(j.number_or("schema_version", 0));
+  const int version = static_cast<int>(integer_or(j, "schema_version", 0));
   if (version != kResultsSchemaVersion) {
     *error = "results schema_version " + std::to_string(version) +
              " is not supported; this tool reads " + std::to_string(kResultsSchemaVersion);
     return false;
   }
-  record->created_utc = j.string_or("created_utc", "");
-  record->command_line = j.string_or("command_line", "");
-  record->profile = j.string_or("profile", "");
-  record->git_commit = j.string_or("git_commit", "");
-  read_pairs(j.find("environment"), &record->environment);
-  read_pairs(j.find("knobs"), &record->knobs);
-  if (const Json* gemm = j.find("gemm_ceiling"); gemm != nullptr) {
-    record->gemm_tflops = gemm->number_or("tflops", 0);
-    record->gemm_problem = gemm->string_or("problem", "");
+  record->created_utc = string_or(j, "created_utc", "");
+  record->command_line = string_or(j, "command_line", "");
+  record->profile = string_or(j, "profile", "");
+  record->git_commit = string_or(j, "git_commit", "");
+  read_pairs(find_member(j, "environment"), &record->environment);
+  read_pairs(find_member(j, "knobs"), &record->knobs);
+  if (const Json* gemm = find_member(j, "gemm_ceiling"); gemm != nullptr) {
+    record->gemm_tflops = number_or(*gemm, "tflops", 0);
+    record->gemm_problem = string_or(*gemm, "problem", "");
   }
   // Files written before the copy ceiling existed have none: read as not measured.
-  if (const Json* copy = j.find("copy_ceiling"); copy != nullptr) {
-    record->copy_gbps = copy->number_or("gbps", 0);
-    record->copy_problem = copy->string_or("problem", "");
+  if (const Json* copy = find_member(j, "copy_ceiling"); copy != nullptr) {
+    record->copy_gbps = number_or(*copy, "gbps", 0);
+    record->copy_problem = string_or(*copy, "problem", "");
   }
-  const Json* results = j.find("results");
+  const Json* results = find_member(j, "results");
   if (results == nullptr || !results->is_array()) {
     *error = "results file has no 'results' array";
     return false;
   }
-  for (const Json& item : results->items()) {
+  for (const Json& item : *results) {
     Result r;
     if (!result_from_json(item, &r, error)) return false;
     record->results.push_back(std::move(r));

@@ -6,13 +6,13 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <nvtx3/nvtx3.hpp>
 
 #include "case_data.hpp"
 #include "ceilings.hpp"
 #include "cudnn_peer.hpp"
 #include "device.hpp"
 #include "flashcore/attention.hpp"
-#include "nvtx_range.hpp"
 #include "timer.hpp"
 
 namespace flashcore::bench {
@@ -95,11 +95,13 @@ Result base_result(const Target& t, const Case& c, const std::string& backend) {
 // Parity gate, then timing, for one target whose launch is ready. Fills r.
 void gate_and_time(const Target& t, const Launch& launch, const CaseData& data, Profile profile,
                    cudaStream_t stream, Result* r) {
-  NvtxRange range(std::string(t.chapter->range_prefix) + "_" + t.workload->role + "_" +
-                  r->provider);
+  // Named per target so that Nsight Systems shows flashattention_optimized_sm80 > parity / ...
+  const std::string name =
+      std::string(t.chapter->range_prefix) + "_" + t.workload->role + "_" + r->provider;
+  nvtx3::scoped_range range(name);
   std::string error;
   {
-    NvtxRange phase("parity");
+    nvtx3::scoped_range phase("parity");
     data.poison_output(stream);
     Parity parity;
     if (!launch(0, &error) || !data.check_output(stream, &parity, &error)) {
@@ -240,7 +242,7 @@ bool run_lab(const Options& options, const Knobs& knobs, RunRecord* record, std:
   }
 
   {
-    NvtxRange range("gemm_ceiling");
+    nvtx3::scoped_range range("gemm_ceiling");
     std::string gemm_error;
     if (!measure_gemm_ceiling(&record->gemm_tflops, &record->gemm_problem, &gemm_error)) {
       std::fprintf(stderr, "flashcore-bench: warning: GEMM ceiling not measured: %s\n",
@@ -249,7 +251,7 @@ bool run_lab(const Options& options, const Knobs& knobs, RunRecord* record, std:
     }
   }
   {
-    NvtxRange range("copy_ceiling");
+    nvtx3::scoped_range range("copy_ceiling");
     std::string copy_error;
     if (!measure_copy_ceiling(&record->copy_gbps, &record->copy_problem, &copy_error)) {
       std::fprintf(stderr, "flashcore-bench: warning: copy ceiling not measured: %s\n",

@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nvtx3/nvtx3.hpp>
 #include <vector>
-
-#include "nvtx_range.hpp"
 
 namespace flashcore::bench {
 namespace {
@@ -71,7 +70,7 @@ bool time_launches(const Launch& launch, int sets, const TimingConfig& config, c
   // Estimate one launch (after a first one that absorbs lazy initialization), then warm up.
   double estimate_us = 0;
   {
-    NvtxRange range("warmup");
+    nvtx3::scoped_range range("warmup");
     if (!launch_next(error)) return false;
     cudaEventRecord(probe[0], stream);
     if (!launch_next(error)) return false;
@@ -111,7 +110,7 @@ bool time_launches(const Launch& launch, int sets, const TimingConfig& config, c
   Events events(2 * static_cast<size_t>(samples));
   bool ok = true;
   {
-    NvtxRange range("timed");
+    nvtx3::scoped_range range("timed");
     for (int s = 0; s < samples && ok; ++s) {
       cudaEventRecord(events[2 * s], stream);
       if (graph != nullptr) {

@@ -1,0 +1,89 @@
+"""flashcore.compat on a GPU: each flash-attn entry point against flashcore.attention (same
+kernel, so equal) and against the fp32 reference, with flash-attn's rules (causal overrides the
+right window, windows past seqlen_k are unbounded, odd head dims padded, KV cache appended in
+place). Skipped, with the reason, without torch or a GPU (test_gpu's module-level skips)."""
+
+import pytest
+
+from test_gpu import DTYPES, assert_lse_matches, assert_matches, inputs, torch
+
+import flashcore
+from flashcore import compat
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "flash_args, flashcore_args",
+    [
+        (dict(), dict()),
+        (dict(causal=True), dict(causal=True)),
+        (dict(causal=True, window_size=(32, 7)), dict(window=(32, 0))),
+        (dict(window_size=(500, 500)), dict()),  # past seqlen_k: unbounded
+        (dict(window_size=(40, 8), softcap=20.0), dict(window=(40, 8), softcap=20.0)),
+        (dict(softmax_scale=0.05, softcap=-1.0), dict(softmax_scale=0.05)),
+    ],
+    ids=["none", "causal", "causal_overrides_right", "wide_window", "window_softcap", "scale"],
+)
+def test_flash_attn_func_is_flashcore(dtype, flash_args, flashcore_args):
+    q, k, v = inputs(2, 113, 203, 8, 2, 128, dtype)
+    out, lse, probs = compat.flash_attn_func(q, k, v, return_attn_probs=True, **flash_args)
+    assert probs is None
+    expected, expected_lse = flashcore.attention(q, k, v, return_lse=True, **flashcore_args)
+    torch.testing.assert_close(out, expected, atol=0, rtol=0)
+    torch.testing.assert_close(lse, expected_lse, atol=0, rtol=0)
+    reference = dict(flashcore_args)
+    if "softmax_scale" in reference:
+        reference["scale"] = reference.pop("softmax_scale")
+    assert_matches(out, q, k, v, **reference)
+    assert_lse_matches(lse, q, k, v, **reference)
+
+
+def test_packed_forms_read_the_same_tensors():
+    q, k, v = inputs(2, 128, 128, 8, 8, 64, torch.bfloat16)
+    qkv = torch.stack([q, k, v], dim=2)
+    expected = compat.flash_attn_func(q, k, v, causal=True)
+    packed = compat.flash_attn_qkvpacked_func(qkv, causal=True)
+    kvpacked = compat.flash_attn_kvpacked_func(q, torch.stack([k, v], dim=2), causal=True)
+    torch.testing.assert_close(packed, expected, atol=0, rtol=0)
+    torch.testing.assert_close(kvpacked, expected, atol=0, rtol=0)
+
+
+def test_odd_head_dim_is_padded_with_the_real_scale():
+    q, k, v = inputs(1, 64, 64, 4, 4, 60, torch.float16)
+    out = compat.flash_attn_func(q, k, v, causal=True)
+    assert out.shape == q.shape
+    assert_matches(out, q, k, v, causal=True)
+
+
+@pytest.mark.parametrize("lengths", [[40, 40], [17, 90]], ids=["uniform", "ragged"])
+def test_kvcache_appends_and_attends(lengths):
+    dtype, capacity, new = torch.bfloat16, 128, 3
+    q, k_new, v_new = inputs(2, new, new, 8, 2, 64, dtype)
+    k_cache, v_cache, _ = inputs(2, capacity, capacity, 2, 2, 64, dtype, seed=1)
+    before_k = k_cache.clone()
+    seqlens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+    out, lse = compat.flash_attn_with_kvcache(
+        q, k_cache, v_cache, k_new, v_new, cache_seqlens=seqlens, causal=True,
+        return_softmax_lse=True,
+    )
+    for b, length in enumerate(lengths):
+        torch.testing.assert_close(k_cache[b, length : length + new], k_new[b], atol=0, rtol=0)
+        torch.testing.assert_close(k_cache[b, :length], before_k[b, :length], atol=0, rtol=0)
+        torch.testing.assert_close(
+            k_cache[b, length + new :], before_k[b, length + new :], atol=0, rtol=0
+        )
+        keys = slice(0, length + new)
+        rows = slice(b, b + 1)
+        assert_matches(out[rows], q[rows], k_cache[rows, keys], v_cache[rows, keys], causal=True)
+        assert_lse_matches(
+            lse[rows].contiguous(), q[rows], k_cache[rows, keys], v_cache[rows, keys], causal=True
+        )
+
+
+def test_inputs_that_require_grad_are_refused():
+    q, k, v = inputs(1, 64, 64, 4, 4, 64, torch.float16)
+    q.requires_grad_()
+    with pytest.raises(NotImplementedError, match="forward only"):
+        compat.flash_attn_func(q, k, v)
+    with torch.no_grad():
+        compat.flash_attn_func(q, k, v)
