@@ -28,6 +28,19 @@ struct Variant {
   static constexpr bool kIntraOverlap = kIntraOverlap_;
 };
 
+// One TMA ring's parameters: the producer warpgroup fills it, every consumer thread releases it.
+template <typename Pipeline>
+__device__ __forceinline__ typename Pipeline::Params tma_pipeline_params(
+    bool is_producer, uint32_t consumer_threads, uint32_t transaction_bytes) {
+  typename Pipeline::Params params;
+  params.role =
+      is_producer ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  params.is_leader = threadIdx.x == 0;
+  params.num_consumers = consumer_threads;
+  params.transaction_bytes = transaction_bytes;
+  return params;
+}
+
 template <typename Traits, typename Variant>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     fwd_kernel(const __grid_constant__ FwdParams<Traits> params) {
@@ -46,22 +59,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const bool is_producer = role == WarpgroupRole::kProducer;
   const int warp_in_warpgroup = cutlass::canonical_warp_idx_sync() % 4;
 
-  typename Pipeline::Params pipeline_params;
-  pipeline_params.role =
-      is_producer ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
-  pipeline_params.is_leader = threadIdx.x == 0;
-  pipeline_params.num_consumers = Traits::kConsumerThreads;
-  pipeline_params.transaction_bytes = Traits::kKVBytes;
   // The constructors initialize the barriers (warp 0); the CTA-wide sync below publishes them.
-  Pipeline pipeline_k(smem.pipeline_k, pipeline_params, Shape<_1, _1, _1>{});
-  Pipeline pipeline_v(smem.pipeline_v, pipeline_params, Shape<_1, _1, _1>{});
-  typename PipelineQ::Params pipeline_q_params;
-  pipeline_q_params.role =
-      is_producer ? PipelineQ::ThreadCategory::Producer : PipelineQ::ThreadCategory::Consumer;
-  pipeline_q_params.is_leader = threadIdx.x == 0;
-  pipeline_q_params.num_consumers = Traits::kConsumerThreads;
-  pipeline_q_params.transaction_bytes = Traits::kQBytes;
-  PipelineQ pipeline_q(smem.pipeline_q, pipeline_q_params, Shape<_1, _1, _1>{});
+  const auto kv_params =
+      tma_pipeline_params<Pipeline>(is_producer, Traits::kConsumerThreads, Traits::kKVBytes);
+  Pipeline pipeline_k(smem.pipeline_k, kv_params, Shape<_1, _1, _1>{});
+  Pipeline pipeline_v(smem.pipeline_v, kv_params, Shape<_1, _1, _1>{});
+  PipelineQ pipeline_q(
+      smem.pipeline_q,
+      tma_pipeline_params<PipelineQ>(is_producer, Traits::kConsumerThreads, Traits::kQBytes),
+      Shape<_1, _1, _1>{});
   if (threadIdx.x == 0) TileRing::init(smem.tiles, Traits::kConsumerThreads);
   cutlass::arch::fence_barrier_init();
   __syncthreads();

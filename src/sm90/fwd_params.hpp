@@ -22,7 +22,6 @@ struct FwdArgs {
   // exp2 (exp_factor), unless prescale: softcap needs the scaled score and a scale <= 0 would flip
   // the max, so then scores become softcap(s * scale) * log2(e) first and exp_factor is 1
   // (common/score_scaling.hpp, shared with sm80).
-  float scale;
   float scale_log2;
   bool prescale;
   float exp_factor;

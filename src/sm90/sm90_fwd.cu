@@ -53,7 +53,6 @@ LaunchArgs kernel_view(const Problem& problem) {
   p.seqlen_k = static_cast<int>(a.seqlen_k);
   p.head_dim = static_cast<int>(a.head_dim);
   const ScoreScaling scaling = score_scaling(problem);
-  p.scale = scaling.scale;
   p.scale_log2 = scaling.scale_log2;
   p.prescale = scaling.prescale;
   p.exp_factor = scaling.exp_factor;
