@@ -62,15 +62,25 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // The constructors initialize the barriers (warp 0); the CTA-wide sync below publishes them.
   const auto kv_params =
       tma_pipeline_params<Pipeline>(is_producer, Traits::kConsumerThreads, Traits::kKVBytes);
-  Pipeline pipeline_k(smem.pipeline_k, kv_params, Shape<_1, _1, _1>{});
-  Pipeline pipeline_v(smem.pipeline_v, kv_params, Shape<_1, _1, _1>{});
+  // In a cluster, every consumer warpgroup releases a K/V stage in every CTA of it (the stage is
+  // refilled by all of their TMA multicasts).
+  using ClusterShape = typename Traits::ClusterShape;
+  Pipeline pipeline_k(smem.pipeline_k, kv_params, ClusterShape{});
+  Pipeline pipeline_v(smem.pipeline_v, kv_params, ClusterShape{});
   PipelineQ pipeline_q(
       smem.pipeline_q,
       tma_pipeline_params<PipelineQ>(is_producer, Traits::kConsumerThreads, Traits::kQBytes),
       Shape<_1, _1, _1>{});
   if (threadIdx.x == 0) TileRing::init(smem.tiles, Traits::kConsumerThreads);
   cutlass::arch::fence_barrier_init();
-  __syncthreads();
+  // The other CTAs of a cluster arrive on this CTA's barriers and multicast into its shared
+  // memory: all of them must be initialized first.
+  if constexpr (Traits::kClusterCtas > 1) {
+    cute::cluster_arrive_relaxed();
+    cute::cluster_wait();
+  } else {
+    __syncthreads();
+  }
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
@@ -102,7 +112,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   for (int tiles_taken = 0;; ++tiles_taken) {
     const int tile_index = TileRing::take(smem.tiles, tiles_taken);
     if (tile_index >= a.num_tiles) break;
-    const Tile tile = TileScheduler::decode(a, tile_index);
+    const Tile tile = TileScheduler<Traits::kClusterCtas>::decode(a, tile_index);
     const BlockRange range = key_blocks<Traits::kBlockM, Traits::kBlockN>(a, tile);
     if (range.empty()) {  // the producer loads nothing for it either
       Epilogue<Traits>::store_empty(a, tile, mma.warpgroup, thread);
@@ -115,9 +125,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Epilogue<Traits>::store(a, tile, mma.warpgroup, tOrO, softmax, mma.mma_pv,
                             smem.q.data() + read_q.index() * Traits::kQTileElements);
     // This thread's reads of O (generic proxy) happen before the next Q lands in the stage (async
-    // proxy); every consumer thread arrives on the stage's empty barrier.
+    // proxy); every consumer thread arrives on the stage's empty barrier. Q's ring is this CTA's
+    // own, so the arrival is local (consumer_release of a ring built for a one-CTA cluster would
+    // address CTA 0 of a larger one).
     cutlass::arch::fence_view_async_shared();
-    pipeline_q.consumer_release(read_q);
+    smem.pipeline_q.empty_barrier_[read_q.index()].arrive();
     ++read_q;
   }
 #endif

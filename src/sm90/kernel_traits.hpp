@@ -15,6 +15,7 @@
 
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
+#include <type_traits>
 
 #include "sm90/tile_scheduler.hpp"
 #include "sm90/tile_table.hpp"
@@ -57,10 +58,16 @@ constexpr int consumer_registers_for(int consumer_warpgroups) {
   return (launch * warpgroups - kProducerRegisters) / consumer_warpgroups / 8 * 8;
 }
 
-template <typename Element_, int kHeadDim_>
+template <typename Element_, int kHeadDim_, int kClusterCtas_ = 1>
 struct KernelTraits {
   using Element = Element_;  // cutlass::half_t or cutlass::bfloat16_t
   static constexpr int kHeadDim = kHeadDim_;
+  // CTAs of a cluster that run neighbouring query blocks of one head and share its K and V tiles:
+  // each CTA loads 1/kClusterCtas of every K and V tile and the TMA multicasts it into the shared
+  // memory of all of them (tile_table.hpp, kKVClusterCtas).
+  static constexpr int kClusterCtas = kClusterCtas_;
+  using ClusterShape = Shape<Int<kClusterCtas>, _1, _1>;
+  static constexpr uint16_t kMulticastMask = (1u << kClusterCtas) - 1;
   static constexpr int kConsumerWarpgroups = consumer_warpgroups_for(kHeadDim);
   static constexpr int kConsumerThreads = kConsumerWarpgroups * kWarpgroupThreads;
   static constexpr int kThreads = kWarpgroupThreads + kConsumerThreads;
@@ -112,10 +119,11 @@ struct KernelTraits {
       decltype(make_tensor(make_gmem_ptr(static_cast<const Element*>(nullptr)), GmemLayout{}));
   using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQTile{},
                                       select<0, 2>(TileShape{}), _1{}));
-  using TmaK = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutK{}),
-                                      select<1, 2>(TileShape{}), _1{}));
-  using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutV{}),
-                                      select<1, 2>(TileShape{}), _1{}));
+  using TmaLoadKV = std::conditional_t<kClusterCtas == 1, SM90_TMA_LOAD, SM90_TMA_LOAD_MULTICAST>;
+  using TmaK = decltype(make_tma_copy(TmaLoadKV{}, GmemTensor{}, take<0, 2>(SmemLayoutK{}),
+                                      select<1, 2>(TileShape{}), Int<kClusterCtas>{}));
+  using TmaV = decltype(make_tma_copy(TmaLoadKV{}, GmemTensor{}, take<0, 2>(SmemLayoutV{}),
+                                      select<1, 2>(TileShape{}), Int<kClusterCtas>{}));
 
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);

@@ -5,6 +5,8 @@
 
 #include <cutlass/numeric_types.h>
 
+#include <algorithm>
+
 #include "sm90/fwd_kernel.cuh"
 #include "sm90/instantiations.hpp"
 #include "sm90/kernel_traits.hpp"
@@ -21,55 +23,93 @@ auto make_gmem_tensor(const GmemInput& in, int head_dim, int batch) {
                   make_stride(in.seq_stride, _1{}, in.head_stride, in.batch_stride)));
 }
 
+// num_ctas: the persistent grid the plan asked for (whole clusters). A cluster launch is clamped
+// to the clusters that fit on the device at once (asked once per kernel: GPCs whose SM count is
+// not a multiple of the cluster size leave SMs out), so that every CTA is resident and none waits
+// for another to finish.
 template <typename Traits, typename Variant>
 cudaError_t launch_kernel(const FwdParams<Traits>& params, int num_ctas, cudaStream_t stream) {
   auto kernel = fwd_kernel<Traits, Variant>;
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (configured != cudaSuccess) return configured;
-  kernel<<<num_ctas, Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
-  return cudaGetLastError();
+  if constexpr (Traits::kClusterCtas == 1) {
+    kernel<<<num_ctas, Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
+    return cudaGetLastError();
+  } else {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(num_ctas);
+    config.blockDim = dim3(Traits::kThreads);
+    config.dynamicSmemBytes = Traits::kSmemBytes;
+    config.stream = stream;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = Traits::kClusterCtas;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    static int resident_clusters = 0;
+    static const cudaError_t counted =
+        cudaOccupancyMaxActiveClusters(&resident_clusters, kernel, &config);
+    if (counted != cudaSuccess) return counted;
+    if (resident_clusters < 1) return cudaErrorInvalidConfiguration;
+    config.gridDim = dim3(std::min(num_ctas, resident_clusters * Traits::kClusterCtas));
+    return cudaLaunchKernelEx(&config, kernel, params);
+  }
 }
 
-template <typename Element, int kHeadDim>
+template <typename Element, int kHeadDim, int kClusterCtas = 1>
 cudaError_t launch_traits(const LaunchArgs& in, cudaStream_t stream) {
-  using Traits = KernelTraits<Element, kHeadDim>;
+  using Traits = KernelTraits<Element, kHeadDim, kClusterCtas>;
   using TileShape = typename Traits::TileShape;
   FwdParams<Traits> params;
   params.args = in.args;
   const int d = in.args.head_dim, b = in.args.batch;
   params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.q, d, b),
                                typename Traits::SmemLayoutQTile{}, select<0, 2>(TileShape{}), _1{});
-  params.tma_k =
-      make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.k, d, b),
-                    take<0, 2>(typename Traits::SmemLayoutK{}), select<1, 2>(TileShape{}), _1{});
-  params.tma_v =
-      make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.v, d, b),
-                    take<0, 2>(typename Traits::SmemLayoutV{}), select<1, 2>(TileShape{}), _1{});
+  using Cluster = Int<kClusterCtas>;
+  params.tma_k = make_tma_copy(typename Traits::TmaLoadKV{}, make_gmem_tensor<Traits>(in.k, d, b),
+                               take<0, 2>(typename Traits::SmemLayoutK{}),
+                               select<1, 2>(TileShape{}), Cluster{});
+  params.tma_v = make_tma_copy(typename Traits::TmaLoadKV{}, make_gmem_tensor<Traits>(in.v, d, b),
+                               take<0, 2>(typename Traits::SmemLayoutV{}),
+                               select<1, 2>(TileShape{}), Cluster{});
   const bool softcap = in.args.softcap_out > 0.f;
-  if (in.pingpong && in.intra_overlap) {
-    return softcap ? launch_kernel<Traits, Variant<true>>(params, in.num_ctas, stream)
-                   : launch_kernel<Traits, Variant<false>>(params, in.num_ctas, stream);
-  }
-#if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
-  // The lab's schedule steps (docs/perf.md), at hd128 without softcap only.
-  if constexpr (kHeadDim == 128) {
-    if (!softcap) {
-      if (in.pingpong) {
-        return launch_kernel<Traits, Variant<false, true, false>>(params, in.num_ctas, stream);
-      }
-      if (in.intra_overlap) {
-        return launch_kernel<Traits, Variant<false, false, true>>(params, in.num_ctas, stream);
-      }
-      return launch_kernel<Traits, Variant<false, false, false>>(params, in.num_ctas, stream);
+  if constexpr (kClusterCtas > 1) {
+    // Clusters run unmasked problems without softcap, full schedule only (plan() in sm90_fwd.cu).
+    if (softcap || !in.pingpong || !in.intra_overlap) return cudaErrorNotSupported;
+    return launch_kernel<Traits, Variant<false>>(params, in.num_ctas, stream);
+  } else {
+    if (in.pingpong && in.intra_overlap) {
+      return softcap ? launch_kernel<Traits, Variant<true>>(params, in.num_ctas, stream)
+                     : launch_kernel<Traits, Variant<false>>(params, in.num_ctas, stream);
     }
-  }
+#if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
+    // The lab's schedule steps (docs/perf.md), at hd128 without softcap only.
+    if constexpr (kHeadDim == 128) {
+      if (!softcap) {
+        if (in.pingpong) {
+          return launch_kernel<Traits, Variant<false, true, false>>(params, in.num_ctas, stream);
+        }
+        if (in.intra_overlap) {
+          return launch_kernel<Traits, Variant<false, false, true>>(params, in.num_ctas, stream);
+        }
+        return launch_kernel<Traits, Variant<false, false, false>>(params, in.num_ctas, stream);
+      }
+    }
 #endif
-  return cudaErrorNotSupported;
+    return cudaErrorNotSupported;
+  }
 }
 
 template <int kHeadDim>
 cudaError_t launch_head_dim(const LaunchArgs& args, cudaStream_t stream) {
+  if (args.cluster_ctas == kKVClusterCtas) {
+    return args.bf16 ? launch_traits<cutlass::bfloat16_t, kHeadDim, kKVClusterCtas>(args, stream)
+                     : launch_traits<cutlass::half_t, kHeadDim, kKVClusterCtas>(args, stream);
+  }
+  if (args.cluster_ctas != 1) return cudaErrorNotSupported;
   return args.bf16 ? launch_traits<cutlass::bfloat16_t, kHeadDim>(args, stream)
                    : launch_traits<cutlass::half_t, kHeadDim>(args, stream);
 }

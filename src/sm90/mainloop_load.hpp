@@ -34,6 +34,8 @@ struct MainloopLoad {
       cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     }
     const int heads_kv = a.heads / a.kv_group;
+    const int cluster_rank =
+        Traits::kClusterCtas == 1 ? 0 : static_cast<int>(cute::block_rank_in_cluster());
     Tensor mQ = params.tma_q.get_tma_tensor(make_shape(a.seqlen_q, a.head_dim, a.heads, a.batch));
     Tensor mK = params.tma_k.get_tma_tensor(make_shape(a.seqlen_k, a.head_dim, heads_kv, a.batch));
     Tensor mV = params.tma_v.get_tma_tensor(make_shape(a.seqlen_k, a.head_dim, heads_kv, a.batch));
@@ -44,12 +46,12 @@ struct MainloopLoad {
     typename PipelineQ::PipelineState write_q = cutlass::make_producer_start_state<PipelineQ>();
     PipelineState write_k = cutlass::make_producer_start_state<Pipeline>();
     PipelineState write_v = cutlass::make_producer_start_state<Pipeline>();
-    TileCursor cursor;
+    TileCursor<Traits::kClusterCtas> cursor;
     for (int tile_index = cursor.first();; tile_index = cursor.next(a)) {
       // The consumers learn every tile, and the end (an index past the last tile), from here.
       TileRing::publish(smem.tiles, cursor.taken, tile_index);
       if (tile_index >= a.num_tiles) break;
-      const Tile tile = TileScheduler::decode(a, tile_index);
+      const Tile tile = TileScheduler<Traits::kClusterCtas>::decode(a, tile_index);
       const BlockRange range = key_blocks<Traits::kBlockM, Traits::kBlockN>(a, tile);
       const int kv_head = tile.head / a.kv_group;
       Tensor gQ = local_tile(mQ(_, _, tile.head, tile.batch), select<0, 2>(TileShape{}),
@@ -61,10 +63,13 @@ struct MainloopLoad {
       // (global, shared) views of each copy; named pieces so the lambdas below can capture them.
       auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
                                    group_modes<0, 2>(gQ));
-      auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
-                                   group_modes<0, 2>(gK));
-      auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
-                                   group_modes<0, 2>(gV));
+      // In a cluster this CTA loads its share of each K and V tile, multicast to all (rank 0
+      // otherwise: the whole tile).
+      using ClusterLayout = Layout<Int<Traits::kClusterCtas>>;
+      auto k_views = tma_partition(params.tma_k, cluster_rank, ClusterLayout{},
+                                   group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+      auto v_views = tma_partition(params.tma_v, cluster_rank, ClusterLayout{},
+                                   group_modes<0, 2>(sV), group_modes<0, 2>(gV));
       auto& tKgK = get<0>(k_views);
       auto& tKsK = get<1>(k_views);
       auto& tVgV = get<0>(v_views);
@@ -73,16 +78,18 @@ struct MainloopLoad {
       auto load_k = [&](int n_block) {
         pipeline_k.producer_acquire(write_k);
         if (issuer) {
-          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_k), 0), tKgK(_, n_block),
-               tKsK(_, write_k.index()));
+          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_k),
+                                 static_cast<uint16_t>(Traits::kMulticastMask)),
+               tKgK(_, n_block), tKsK(_, write_k.index()));
         }
         ++write_k;
       };
       auto load_v = [&](int n_block) {
         pipeline_v.producer_acquire(write_v);
         if (issuer) {
-          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_v), 0), tVgV(_, n_block),
-               tVsV(_, write_v.index()));
+          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_v),
+                                 static_cast<uint16_t>(Traits::kMulticastMask)),
+               tVgV(_, n_block), tVsV(_, write_v.index()));
         }
         ++write_v;
       };

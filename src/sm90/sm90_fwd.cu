@@ -82,10 +82,10 @@ int64_t kernel_rows(const FwdArgs& p) {
 
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
 // Lab builds only (CMake FLASHCORE_SM90_SCHEDULE_VARIANTS): FLASHCORE_SM90_SCHEDULE names the parts
-// of the schedule to keep, from "pingpong", "overlap", "persistent" and "dynamic" (comma
+// of the schedule to keep, from "pingpong", "overlap", "persistent", "dynamic" and "cluster" (comma
 // separated; unset keeps all), so that docs/perf.md can measure what each gives. Without
-// "persistent" every tile gets its own CTA; without "dynamic" masked problems follow the fixed
-// sequence too. Pingpong and overlap variants exist for hd128 without softcap.
+// "persistent" every tile gets its own CTA (cluster); without "dynamic" masked problems follow the
+// fixed sequence too; without "cluster" unmasked problems run one-CTA tiles. Pingpong and overlap variants exist for hd128 without softcap.
 void apply_schedule_knob(LaunchArgs* in) {
   const char* knob = std::getenv("FLASHCORE_SM90_SCHEDULE");
   if (knob == nullptr) return;
@@ -93,8 +93,17 @@ void apply_schedule_knob(LaunchArgs* in) {
   in->pingpong = parts.find(",pingpong,") != std::string::npos;
   in->intra_overlap = parts.find(",overlap,") != std::string::npos;
   if (parts.find(",dynamic,") == std::string::npos) in->dynamic = false;
+  // The cluster kernel exists with the whole schedule only (sm90/launch.cuh).
+  const bool cluster = parts.find(",cluster,") != std::string::npos && in->pingpong &&
+                       in->intra_overlap;
+  if (!cluster && in->cluster_ctas > 1) {
+    in->cluster_ctas = 1;
+    in->args.num_tiles = static_cast<int>(int64_t{in->args.batch} * in->args.heads *
+                                          in->args.num_m_blocks * in->args.num_splits);
+    in->num_ctas = std::min(in->args.num_tiles, in->num_ctas);
+  }
   if (parts.find(",persistent,") == std::string::npos) {
-    in->num_ctas = in->args.num_tiles;
+    in->num_ctas = in->args.num_tiles * in->cluster_ctas;
     in->dynamic = false;
   }
 }
@@ -122,16 +131,28 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
       std::max<int64_t>(1, 2 * int64_t{p.seqlen_k} * head_dim * 2 / std::max(1, p.kv_group));
   p.head_group = static_cast<int>(
       std::clamp<int64_t>(int64_t{device.l2CacheSize} / 2 / kv_bytes_per_head, 1, pairs));
-  const int64_t tiles = split.ctas * p.num_splits;
-  p.num_tiles = static_cast<int>(tiles);
   // Persistent: one CTA per SM. With a causal or windowed mask the tiles differ in work, and each
   // CTA takes its next tile from a counter when it is ready for one (tile_scheduler.hpp). Measured
   // against the alternatives in docs/perf.md (sm90 v5): a fixed sequence left the CTAs that drew
   // long tiles behind (causal S4k hd128 0.89x cuDNN), and one CTA per tile, the hardware's own
   // dynamic launch, pays a CTA's setup per tile (causal S1k 0.80x against 0.93x persistent).
+  // Unmasked, unsplit problems without softcap run in clusters that share K/V tiles (tile_table.hpp,
+  // kKVClusterCtas); a tile index then names one query block per CTA of a cluster. Only where each
+  // head's query blocks pair up exactly: with an odd count the last pair's second CTA computes a
+  // block past the end, 1/(n+1) of the work wasted. Measured on the H100 (docs/perf.md, sm90 v6):
+  // hd128 S1k-8k +3-14%, hd256 S512-2k +3-8%, but hd64 S512 (three 192-row blocks) -19% and S2k
+  // (eleven) -3%.
   const bool masked = p.mask.left >= 0 || p.mask.right >= 0;
+  const bool softcap = p.softcap_out > 0.f;
+  const bool blocks_pair_up = p.num_m_blocks % sm90::kKVClusterCtas == 0;
   in.dynamic = masked && p.num_splits == 1;
-  in.num_ctas = static_cast<int>(std::min<int64_t>(tiles, device.multiProcessorCount));
+  in.cluster_ctas =
+      !masked && !softcap && p.num_splits == 1 && blocks_pair_up ? sm90::kKVClusterCtas : 1;
+  const int64_t m_groups = (p.num_m_blocks + in.cluster_ctas - 1) / in.cluster_ctas;
+  const int64_t tiles = pairs * m_groups * p.num_splits;
+  p.num_tiles = static_cast<int>(tiles);
+  in.num_ctas = static_cast<int>(
+      std::min<int64_t>(tiles, device.multiProcessorCount / in.cluster_ctas) * in.cluster_ctas);
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
   apply_schedule_knob(&in);
 #endif

@@ -16,9 +16,18 @@
 // CTA takes its next tile from a global counter when it is ready for one (FwdArgs::tile_counter,
 // zeroed before the launch), which is longest-processing-time-first on tiles already sorted
 // longest first.
+//
+// Clusters (KernelTraits::kClusterCtas > 1, unmasked problems only): a tile index names a group of
+// kClusterCtas neighbouring query blocks of one head, and CTA r of the cluster runs block r of the
+// group. Both CTAs follow the same fixed sequence, by cluster index, so they walk the same heads'
+// K/V in lockstep (the TMA multicasts each K/V tile to both). A group past the last query block
+// (an odd count) gives its CTA an all-out-of-range block: its Q loads as zeros, it takes part in
+// the K/V ring as usual, and its epilogue stores nothing.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
+
+#include <cute/arch/cluster_sm90.hpp>
 
 #include "sm90/fwd_params.hpp"
 
@@ -43,13 +52,14 @@ struct Tile {
 // index, grid size and counter pointer are re-read where needed (special registers and kernel
 // parameters), and the counter is read when the next tile is due rather than ahead (the producer
 // runs a K/V ring ahead of the consumers, which hides the atomic's latency from them).
+template <int kClusterCtas>
 struct TileCursor {
   int taken = 0;  // tiles before the current one
 
   __device__ __forceinline__ static int fixed_index(int round) {
-    const int cta = blockIdx.x;
-    const int ctas = gridDim.x;
-    return round * ctas + ((round & 1) ? ctas - 1 - cta : cta);
+    const int cluster = blockIdx.x / kClusterCtas;
+    const int clusters = gridDim.x / kClusterCtas;
+    return round * clusters + ((round & 1) ? clusters - 1 - cluster : cluster);
   }
   __device__ __forceinline__ int first() const { return fixed_index(0); }
   __device__ __forceinline__ int next(const FwdArgs& a) {
@@ -101,20 +111,33 @@ struct TileRing {
   }
 };
 
+// Query blocks per tile index: kClusterCtas neighbouring ones (one per CTA of a cluster).
+template <int kClusterCtas>
+__host__ __device__ constexpr int m_groups_of(int num_m_blocks) {
+  return (num_m_blocks + kClusterCtas - 1) / kClusterCtas;
+}
+
+template <int kClusterCtas>
 struct TileScheduler {
   __device__ __forceinline__ static Tile decode(const FwdArgs& a, int index) {
     Tile tile;
     tile.split = index % a.num_splits;
     index /= a.num_splits;
     const int pairs = a.batch * a.heads;
-    const int group_tiles = a.head_group * a.num_m_blocks;
+    const int m_groups = m_groups_of<kClusterCtas>(a.num_m_blocks);
+    const int group_tiles = a.head_group * m_groups;
     const int group = index / group_tiles;
     const int in_group = index - group * group_tiles;
     const int first_pair = group * a.head_group;
     const int heads_in_group = min(a.head_group, pairs - first_pair);
     const int reversed_m = in_group / heads_in_group;
     const int pair = first_pair + (in_group - reversed_m * heads_in_group);
-    tile.m_block = a.num_m_blocks - 1 - reversed_m;
+    const int m_group = m_groups - 1 - reversed_m;
+    if constexpr (kClusterCtas == 1) {
+      tile.m_block = m_group;
+    } else {
+      tile.m_block = m_group * kClusterCtas + static_cast<int>(cute::block_rank_in_cluster());
+    }
     tile.head = pair % a.heads;
     tile.batch = pair / a.heads;
     return tile;

@@ -140,7 +140,25 @@ INSTANTIATE_TEST_SUITE_P(
                       .heads_kv = 3,
                       .head_dim = 96,
                       .causal = true,
-                      .layout = Layout::kBHSD}),
+                      .layout = Layout::kBHSD},
+        // Unmasked problems run in CTA pairs that share K/V (multicast): an odd number of query
+        // blocks per head (3 at hd128) leaves the second CTA of each head's last pair past the
+        // last row; 180 pair tiles over at most 66 clusters; GQA 5:1; keys not a multiple of the
+        // key tile.
+        AttentionCase{.batch = 3,
+                      .seqlen_q = 300,
+                      .seqlen_k = 1000,
+                      .heads_q = 30,
+                      .heads_kv = 6,
+                      .head_dim = 128},
+        // Fewer pair tiles (6) than clusters, 192-row tiles, a single-key tail block.
+        AttentionCase{.dtype = DType::kBFloat16,
+                      .batch = 1,
+                      .seqlen_q = 700,
+                      .seqlen_k = 4097,
+                      .heads_q = 3,
+                      .heads_kv = 3,
+                      .head_dim = 64}),
     [](const auto& info) { return info.param.name(); });
 
 // On an H100, auto runs sm90 where it was measured faster and leaves small grids to sm80.
