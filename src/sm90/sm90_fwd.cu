@@ -85,7 +85,8 @@ int64_t kernel_rows(const FwdArgs& p) {
 // of the schedule to keep, from "pingpong", "overlap", "persistent", "dynamic" and "cluster" (comma
 // separated; unset keeps all), so that docs/perf.md can measure what each gives. Without
 // "persistent" every tile gets its own CTA (cluster); without "dynamic" masked problems follow the
-// fixed sequence too; without "cluster" unmasked problems run one-CTA tiles. Pingpong and overlap variants exist for hd128 without softcap.
+// fixed sequence too; without "cluster" unmasked problems run one-CTA tiles. Pingpong and overlap
+// variants exist for hd128 without softcap.
 void apply_schedule_knob(LaunchArgs* in) {
   const char* knob = std::getenv("FLASHCORE_SM90_SCHEDULE");
   if (knob == nullptr) return;
@@ -94,8 +95,8 @@ void apply_schedule_knob(LaunchArgs* in) {
   in->intra_overlap = parts.find(",overlap,") != std::string::npos;
   if (parts.find(",dynamic,") == std::string::npos) in->dynamic = false;
   // The cluster kernel exists with the whole schedule only (sm90/launch.cuh).
-  const bool cluster = parts.find(",cluster,") != std::string::npos && in->pingpong &&
-                       in->intra_overlap;
+  const bool cluster =
+      parts.find(",cluster,") != std::string::npos && in->pingpong && in->intra_overlap;
   if (!cluster && in->cluster_ctas > 1) {
     in->cluster_ctas = 1;
     in->args.num_tiles = static_cast<int>(int64_t{in->args.batch} * in->args.heads *
@@ -136,12 +137,12 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   // against the alternatives in docs/perf.md (sm90 v5): a fixed sequence left the CTAs that drew
   // long tiles behind (causal S4k hd128 0.89x cuDNN), and one CTA per tile, the hardware's own
   // dynamic launch, pays a CTA's setup per tile (causal S1k 0.80x against 0.93x persistent).
-  // Unmasked, unsplit problems without softcap run in clusters that share K/V tiles (tile_table.hpp,
-  // kKVClusterCtas); a tile index then names one query block per CTA of a cluster. Only where each
-  // head's query blocks pair up exactly: with an odd count the last pair's second CTA computes a
-  // block past the end, 1/(n+1) of the work wasted. Measured on the H100 (docs/perf.md, sm90 v6):
-  // hd128 S1k-8k +3-14%, hd256 S512-2k +3-8%, but hd64 S512 (three 192-row blocks) -19% and S2k
-  // (eleven) -3%.
+  // Unmasked, unsplit problems without softcap run in clusters that share K/V tiles
+  // (tile_table.hpp, kKVClusterCtas); a tile index then names one query block per CTA of a cluster.
+  // Only where each head's query blocks pair up exactly: with an odd count the last pair's second
+  // CTA computes a block past the end, 1/(n+1) of the work wasted. Measured on the H100
+  // (docs/perf.md, sm90 v6): hd128 S1k-8k +3-14%, hd256 S512-2k +3-8%, but hd64 S512 (three 192-row
+  // blocks) -19% and S2k (eleven) -3%.
   const bool masked = p.mask.left >= 0 || p.mask.right >= 0;
   const bool softcap = p.softcap_out > 0.f;
   const bool blocks_pair_up = p.num_m_blocks % sm90::kKVClusterCtas == 0;
