@@ -1,19 +1,47 @@
 #include "reference/cpu_reference.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
-#include <thread>
 
 #include "common/problem.hpp"
+#include "flashcore/flex/builtin_mods.hpp"
+#include "flashcore/varlen.hpp"
+#include "reference/cpu_flex_reference.hpp"
 
 namespace flashcore::reference {
+namespace {
 
-void cpu_attention(const AttentionParams& params, const std::vector<double>& q,
-                   const std::vector<double>& k, const std::vector<double>& v,
-                   std::vector<double>* o, std::vector<double>* lse) {
-  const detail::Problem problem = detail::make_problem(params);
+// A varlen batch through the flex reference: the window bound to each sequence's lengths, the
+// softcap as a score_mod. The dense path below stays separate, so that the two can check each
+// other (tests/cpu/test_flex_reference.cpp).
+Status cpu_attention_varlen(const AttentionParams& params, const std::vector<double>& q,
+                            const std::vector<double>& k, const std::vector<double>& v,
+                            std::vector<double>* o, std::vector<double>* lse) {
+  FlexReferenceProblem problem;
+  problem.batch = params.batch;
+  problem.seqlen_q = params.seqlen_q;
+  problem.seqlen_k = params.seqlen_k;
+  problem.heads_q = params.heads_q;
+  problem.heads_kv = params.heads_kv;
+  problem.head_dim = params.head_dim;
+  problem.softmax_scale = static_cast<double>(params.softmax_scale);
+  problem.cu_seqlens_q = params.cu_seqlens_q;
+  problem.cu_seqlens_k = params.cu_seqlens_k;
+  const flex::WindowMod window =
+      flex::sliding_window_mask(params.window_left, params.causal ? 0 : params.window_right);
+  flex::BuiltinScoreMod score_mod;
+  score_mod.softcap.cap = params.softcap;
+  return cpu_flex_attention(problem, q, k, v, window, score_mod, o, lse);
+}
+
+}  // namespace
+
+Status cpu_attention(const AttentionParams& params, const std::vector<double>& q,
+                     const std::vector<double>& k, const std::vector<double>& v,
+                     std::vector<double>* o, std::vector<double>* lse) {
+  if (is_varlen(params)) return cpu_attention_varlen(params, q, k, v, o, lse);
+  const flashcore::detail::Problem problem = flashcore::detail::make_problem(params);
   const int64_t B = params.batch, Sq = params.seqlen_q, Sk = params.seqlen_k;
   const int64_t Hq = params.heads_q, Hkv = params.heads_kv, D = params.head_dim;
   const int64_t group = Hq / Hkv;
@@ -25,7 +53,8 @@ void cpu_attention(const AttentionParams& params, const std::vector<double>& q,
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
   // One (batch, head) pair at a time per thread: the pairs write disjoint parts of o and lse.
-  auto attend_head = [&](int64_t b, int64_t h, std::vector<double>& scores) {
+  detail::for_each_head(B, Hq, [&](int64_t b, int64_t h) {
+    std::vector<double> scores(static_cast<size_t>(Sk));
     const int64_t hk = h / group;
     for (int64_t i = 0; i < Sq; ++i) {
       const double* qi = &q[static_cast<size_t>(((b * Sq + i) * Hq + h) * D)];
@@ -57,21 +86,8 @@ void cpu_attention(const AttentionParams& params, const std::vector<double>& q,
       }
       (*lse)[static_cast<size_t>((b * Hq + h) * Sq + i)] = row_max + std::log(sum);
     }
-  };
-
-  std::atomic<int64_t> next_pair{0};
-  auto worker = [&] {
-    std::vector<double> scores(static_cast<size_t>(Sk));
-    for (int64_t pair = next_pair++; pair < B * Hq; pair = next_pair++) {
-      attend_head(pair / Hq, pair % Hq, scores);
-    }
-  };
-  const int64_t threads =
-      std::min<int64_t>(B * Hq, std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
+  });
+  return Status::Ok();
 }
 
 }  // namespace flashcore::reference

@@ -12,6 +12,7 @@
 #include "common/fp16_bf16.hpp"
 #include "common/launch_status.hpp"
 #include "common/problem.hpp"
+#include "flashcore/varlen.hpp"
 #include "reference/gpu_oracle.hpp"
 
 namespace flashcore::reference {
@@ -126,6 +127,10 @@ Status gpu_oracle(const AttentionParams& params, float* o, float* lse, cudaStrea
   checked.o = {o, params.q.dtype, bshd_strides(params.seqlen_q, params.heads_q, params.head_dim)};
   checked.lse = lse;
   if (Status s = detail::validate_arguments(checked); !s.ok()) return s;
+  if (is_varlen(params)) {
+    return {StatusCode::kUnsupported,
+            "gpu_oracle does not support varlen yet; check varlen against cpu_attention"};
+  }
   cudaDeviceProp device{};
   if (Status s = detail::validate_device(checked, &device); !s.ok()) return s;
 

@@ -3,7 +3,7 @@
 // Layout "BSHD": Q [B, Sq, Hq, D], K and V [B, Sk, Hkv, D], O [B, Sq, Hq, D]. Every tensor carries
 // element strides for its batch, sequence and head dims; the last dim is contiguous. A BHSD tensor
 // is passed by swapping the sequence and head strides, with no copy. LSE is [B, Hq, Sq] fp32,
-// natural log, contiguous.
+// natural log, contiguous. Variable-length batches pack the sequences instead (cu_seqlens below).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -120,7 +120,7 @@ struct AttentionParams {
   // Q, K, V and O share one dtype, fp16 or bf16; accumulation is always fp32.
   InputTensor q, k, v;
   OutputTensor o;
-  float* lse = nullptr;  // optional [B, Hq, Sq]; fully masked rows get -inf
+  float* lse = nullptr;  // optional [B, Hq, Sq] ([Hq, total_q] varlen); fully masked rows get -inf
 
   float softmax_scale = 0.f;  // 0 means 1/sqrt(head_dim)
   // Query i sees key j when i + Sk - Sq - window_left <= j <= i + Sk - Sq + window_right
@@ -130,6 +130,22 @@ struct AttentionParams {
   int64_t window_left = kUnboundedWindow;
   int64_t window_right = kUnboundedWindow;
   float softcap = 0.f;  // s = softcap * tanh(s / softcap) on the scaled score; 0 turns it off
+
+  // Variable-length batches, as FlashAttention's flash_attn_varlen_func: set both cu_seqlens to
+  // pack `batch` sequences of different lengths with no padding (flashcore/varlen.hpp checks their
+  // contents). Then seqlen_q and seqlen_k are the totals over the batch, q and o are
+  // [total_q, Hq, D] and k and v [total_k, Hkv, D] (the batch strides are ignored), sequence b is
+  // rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 of q and o and likewise of k and v, and LSE is
+  // [Hq, total_q]. Each cu_seqlens is int32 [batch + 1] in device memory: 0 first, nondecreasing,
+  // the total last (a sequence may be empty). max_seqlen_q and max_seqlen_k bound the sequences'
+  // lengths (they size the grid). causal, window and softcap apply within each sequence, bottom-
+  // right aligned to its own lengths. run() reads the arrays only on the device, so it neither
+  // synchronizes nor checks their contents: a wrong array gives wrong results, not an error.
+  // No backend runs varlen yet; each says so in its reason.
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  int64_t max_seqlen_q = 0;
+  int64_t max_seqlen_k = 0;
 
   Backend backend = Backend::kAuto;
   // Split-KV (flash-decoding) for backends that support it: 0 lets a heuristic choose from the SM

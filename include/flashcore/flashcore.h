@@ -46,15 +46,58 @@ typedef struct {
   void* stream;    /* cudaStream_t; NULL is the legacy default stream */
   void* workspace; /* optional; NULL lets the call allocate what it needs */
   size_t workspace_bytes;
+  /* Varlen batches (AttentionParams' meaning): int32 [batch + 1] device arrays, both or neither.
+   * With them seqlen_q/k are the packed totals and lse is [Hq, total_q]. */
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  int64_t max_seqlen_q, max_seqlen_k; /* 0 unless varlen */
 } flashcore_attention_params;
 
-/* Zero sizes and pointers, default scale, no mask, auto backend, enable_pdl 1. */
+/* Zero sizes and pointers, default scale, no mask, auto backend, enable_pdl 1, not varlen. */
 void flashcore_attention_params_init(flashcore_attention_params* params);
 
 /* Validates, then launches on params->stream. On success *provider (if not NULL) names the kernel
  * that ran. On failure nothing was launched and flashcore_last_error() says why. */
 flashcore_status flashcore_attention(const flashcore_attention_params* params,
                                      const char** provider);
+
+/* FlexAttention's BlockMask (flashcore/flex/block_mask.hpp): int32 arrays in PyTorch's layout,
+ * kv_num_blocks [batch, heads, Mq], kv_indices [batch, heads, Mq, Mk], full_* the same (optional);
+ * batch or heads 1 broadcasts. */
+typedef struct {
+  int64_t batch, heads, seqlen_q, seqlen_k, q_block_size, kv_block_size;
+  const int32_t* kv_num_blocks;
+  const int32_t* kv_indices;
+  const int32_t* full_kv_num_blocks;
+  const int32_t* full_kv_indices;
+} flashcore_block_mask;
+
+/* The built-in mask_mods (flex::BuiltinMask): window AND documents AND prefix-LM, each part on when
+ * set. Arrays are int32 device memory. */
+typedef struct {
+  int64_t window_left, window_right; /* -1: unbounded; causal is (-1, 0) */
+  const int32_t* doc_ids_q;          /* [B, Sq], NULL: no documents */
+  const int32_t* doc_ids_k;          /* [B, Sk]; may equal doc_ids_q for self-attention */
+  int64_t doc_batch_stride_q, doc_batch_stride_k;
+  int use_prefix_lm;
+  const int32_t* prefix_lengths; /* [B], or NULL to use prefix_length for every batch */
+  int64_t prefix_length;
+} flashcore_mask_mod;
+
+/* A mask_mod that sees every key: windows unbounded, no documents, no prefix-LM. */
+void flashcore_mask_mod_init(flashcore_mask_mod* mask);
+
+/* Device bytes that flashcore_create_block_mask needs for shape (its sizes; pointers ignored);
+ * 0 when the shape is invalid. */
+size_t flashcore_block_mask_bytes(const flashcore_block_mask* shape);
+
+/* Builds the BlockMask of mask for shape into buffer (device memory of at least
+ * flashcore_block_mask_bytes) in one launch on stream (a cudaStream_t; NULL: the legacy default
+ * stream); *out gets shape's sizes with its arrays in buffer. Does not synchronize. */
+flashcore_status flashcore_create_block_mask(const flashcore_mask_mod* mask,
+                                             const flashcore_block_mask* shape, void* buffer,
+                                             size_t buffer_bytes, flashcore_block_mask* out,
+                                             void* stream);
 
 /* The message of this thread's last failed call, or "" after a success. */
 const char* flashcore_last_error(void);

@@ -17,6 +17,12 @@
 
 namespace flashcore {
 
+// What a mask says about a whole tile of (query, key) pairs, counting only pairs inside the
+// sequences (0 <= q < Sq, 0 <= kv < Sk). A BlockMask lists partial tiles (the mask runs per
+// element) apart from full ones (no mask code). kUnknown: the functor cannot tell without looking
+// at every element, so whoever asked evaluates them.
+enum class BlockVisibility : unsigned char { kEmpty, kPartial, kFull, kUnknown };
+
 // Bottom-right aligned local window: query i sees key j when
 //   i + (Sk - Sq) - left <= j <= i + (Sk - Sq) + right,   0 <= j < Sk,
 // with left or right < 0 meaning unbounded on that side. Causal is right == 0. Index is int64_t for
@@ -44,6 +50,15 @@ struct WindowMask {
   FLASHCORE_HOST_DEVICE bool visible(Index row, Index key) const {
     return key >= first_key(row) && key < end_key(row);
   }
+  // The FlexAttention mask_mod form (include/flashcore/flex/mask_mods.hpp): the window ignores the
+  // batch and head.
+  FLASHCORE_HOST_DEVICE bool operator()(int /*b*/, int /*h*/, Index q_idx, Index kv_idx) const {
+    return visible(q_idx, kv_idx);
+  }
+  // The same window for a sequence of other lengths (a varlen batch binds each sequence's own).
+  FLASHCORE_HOST_DEVICE WindowMask with_seqlens(Index new_seqlen_q, Index new_seqlen_k) const {
+    return {new_seqlen_q, new_seqlen_k, left, right};
+  }
   // Keys that any of the rows [row_begin, row_end) can see; first_key and end_key grow with the
   // row, so the union is [first_key(row_begin), end_key(row_end - 1)).
   FLASHCORE_HOST_DEVICE Index block_first_key(Index row_begin) const {
@@ -54,6 +69,19 @@ struct WindowMask {
   FLASHCORE_HOST_DEVICE bool tile_fully_visible(Index row_begin, Index row_end, Index key_begin,
                                                 Index key_end) const {
     return key_begin >= first_key(row_end - 1) && key_end <= end_key(row_begin);
+  }
+  // The tile [q_begin, q_end) x [kv_begin, kv_end), ends clamped to the sequences, in O(1): the
+  // window's rows see contiguous key ranges that move right with the row, so the union of what a
+  // block of rows sees is [block_first_key, block_end_key) and a tile meeting it holds a visible
+  // pair (tests/cpu/test_block_mask.cpp checks this against every element).
+  FLASHCORE_HOST_DEVICE BlockVisibility block_visibility(int /*b*/, int /*h*/, Index q_begin,
+                                                         Index q_end, Index kv_begin,
+                                                         Index kv_end) const {
+    const Index first = block_first_key(q_begin);
+    const Index end = block_end_key(q_end);
+    if (kv_end <= first || kv_begin >= end || first >= end) return BlockVisibility::kEmpty;
+    return tile_fully_visible(q_begin, q_end, kv_begin, kv_end) ? BlockVisibility::kFull
+                                                                : BlockVisibility::kPartial;
   }
 };
 

@@ -2,8 +2,33 @@
 // message per thread.
 #include <string>
 
+#include "api/c_api_status.hpp"
 #include "flashcore/attention.hpp"
 #include "flashcore/flashcore.h"
+
+namespace flashcore::detail {
+namespace {
+
+thread_local std::string last_error;
+
+}  // namespace
+
+flashcore_status c_api_fail(flashcore_status code, std::string message) {
+  last_error = std::move(message);
+  return code;
+}
+
+flashcore_status c_api_result(const Status& status) {
+  if (!status.ok()) {
+    return c_api_fail(static_cast<flashcore_status>(static_cast<int>(status.code)), status.message);
+  }
+  last_error.clear();
+  return FLASHCORE_OK;
+}
+
+const char* c_api_last_error() { return last_error.c_str(); }
+
+}  // namespace flashcore::detail
 
 namespace {
 
@@ -15,13 +40,10 @@ static_assert(static_cast<int>(flashcore::StatusCode::kOk) == FLASHCORE_OK &&
                   static_cast<int>(flashcore::StatusCode::kCudaError) == FLASHCORE_CUDA_ERROR,
               "the C status codes mirror flashcore::StatusCode");
 
-thread_local std::string last_error;
-
 flashcore::Strides to_strides(const flashcore_strides& s) { return {s.batch, s.seq, s.head, 1}; }
 
 flashcore_status fail(flashcore_status code, std::string message) {
-  last_error = std::move(message);
-  return code;
+  return flashcore::detail::c_api_fail(code, std::move(message));
 }
 
 }  // namespace
@@ -67,6 +89,10 @@ flashcore_status flashcore_attention(const flashcore_attention_params* c, const 
   p.stream = static_cast<cudaStream_t>(c->stream);
   p.workspace = c->workspace;
   p.workspace_bytes = c->workspace_bytes;
+  p.cu_seqlens_q = c->cu_seqlens_q;
+  p.cu_seqlens_k = c->cu_seqlens_k;
+  p.max_seqlen_q = c->max_seqlen_q;
+  p.max_seqlen_k = c->max_seqlen_k;
   if (c->backend != nullptr && !flashcore::parse_backend(c->backend, &p.backend)) {
     std::string names = "auto";
     for (flashcore::Backend b : flashcore::backends())
@@ -76,14 +102,11 @@ flashcore_status flashcore_attention(const flashcore_attention_params* c, const 
   }
   flashcore::RunInfo info;
   const flashcore::Status status = flashcore::run(p, &info);
-  if (!status.ok()) {
-    return fail(static_cast<flashcore_status>(static_cast<int>(status.code)), status.message);
-  }
-  last_error.clear();
-  if (provider != nullptr) *provider = info.provider;
-  return FLASHCORE_OK;
+  const flashcore_status code = flashcore::detail::c_api_result(status);
+  if (code == FLASHCORE_OK && provider != nullptr) *provider = info.provider;
+  return code;
 }
 
-const char* flashcore_last_error(void) { return last_error.c_str(); }
+const char* flashcore_last_error(void) { return flashcore::detail::c_api_last_error(); }
 
 }  // extern "C"

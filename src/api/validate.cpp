@@ -6,11 +6,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <string>
 
 #include "common/device_properties.hpp"
 #include "common/problem.hpp"
+#include "common/status_message.hpp"
+#include "flashcore/varlen.hpp"
 
 namespace flashcore::detail {
 namespace {
@@ -20,24 +21,7 @@ namespace {
 constexpr int64_t kAlignBytes = 16;
 constexpr int64_t kAlignElements = kAlignBytes / 2;
 
-Status invalid(const std::string& message) { return {StatusCode::kInvalidArgument, message}; }
-
-// Messages are built without iostreams: inside a host process that loads another libstdc++ (torch,
-// through the Python binding) formatting numbers with std::ostream crashed in the locale facets.
-std::string text(const char* part) { return part; }
-std::string text(const std::string& part) { return part; }
-std::string text(int64_t part) { return std::to_string(part); }
-std::string text(int part) { return std::to_string(part); }
-std::string text(double part) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%g", part);
-  return buffer;
-}
-
-template <typename... Parts>
-std::string cat(const Parts&... parts) {
-  return (std::string() + ... + text(parts));
-}
+Status invalid(const std::string& message) { return invalid_argument(message); }
 
 const char* dtype_name(DType dtype) { return dtype == DType::kFloat16 ? "fp16" : "bf16"; }
 
@@ -163,6 +147,9 @@ Status validate_arguments(const AttentionParams& p) {
     int64_t seqlen, heads;
     bool is_output;
   };
+  if (Status s = validate_varlen_arguments(p); !s.ok()) return s;
+  // A varlen batch packs its sequences along seq: each tensor is one [total, H, D] slab.
+  const int64_t tensor_batch = is_varlen(p) ? 1 : p.batch;
   const TensorCheck tensors[] = {
       {"q", p.q.data, p.q.dtype, p.q.strides, p.seqlen_q, p.heads_q, false},
       {"k", p.k.data, p.k.dtype, p.k.strides, p.seqlen_k, p.heads_kv, false},
@@ -170,8 +157,8 @@ Status validate_arguments(const AttentionParams& p) {
       {"o", p.o.data, p.o.dtype, p.o.strides, p.seqlen_q, p.heads_q, true},
   };
   for (const TensorCheck& t : tensors) {
-    if (Status s = check_tensor(t.name, t.data, t.dtype, p.q.dtype, t.strides, p.batch, t.seqlen,
-                                t.heads, p.head_dim, t.is_output);
+    if (Status s = check_tensor(t.name, t.data, t.dtype, p.q.dtype, t.strides, tensor_batch,
+                                t.seqlen, t.heads, p.head_dim, t.is_output);
         !s.ok()) {
       return s;
     }
@@ -215,8 +202,10 @@ Status validate_device(const AttentionParams& p, cudaDeviceProp* properties) {
                                    {"k", p.k.data},
                                    {"v", p.v.data},
                                    {"o", p.o.data},
-                                   {"lse", p.lse}}) {
-    if (data == nullptr) continue;  // lse is optional; the others were checked already
+                                   {"lse", p.lse},
+                                   {"cu_seqlens_q", p.cu_seqlens_q},
+                                   {"cu_seqlens_k", p.cu_seqlens_k}}) {
+    if (data == nullptr) continue;  // lse and cu_seqlens are optional; the others were checked
     if (Status s = check_device_pointer(name, data); !s.ok()) return s;
   }
   return Status::Ok();

@@ -11,6 +11,10 @@ namespace flashcore::detail {
 // Sizes, dtypes, strides, alignment, window and scale: needs no device.
 Status validate_arguments(const AttentionParams& params);
 
+// The varlen fields (cu_seqlens, max_seqlen) without reading the arrays; part of
+// validate_arguments (src/api/varlen.cpp).
+Status validate_varlen_arguments(const AttentionParams& params);
+
 // The current device (architecture) and that every pointer is device memory. Fills properties.
 Status validate_device(const AttentionParams& params, cudaDeviceProp* properties);
 

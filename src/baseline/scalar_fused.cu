@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "baseline/scalar_fused.hpp"
+#include "common/feature_gates.hpp"
 #include "common/launch_status.hpp"
 
 namespace flashcore::detail {
@@ -299,6 +300,7 @@ constexpr int kMinRowsPerCta = TileConfig<256>::kRows;
 }  // namespace
 
 const char* scalar_rejects(const Problem& problem, const cudaDeviceProp&) {
+  if (const char* why = rejects_varlen(problem); why[0] != '\0') return why;
   if (find_instance(problem) == nullptr) {
     return "supports head_dim 32, 64, 96, 128, 192 and 256 only";
   }

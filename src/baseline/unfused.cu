@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "baseline/unfused.hpp"
+#include "common/feature_gates.hpp"
 #include "common/launch_status.hpp"
 
 namespace flashcore::detail {
@@ -346,6 +347,7 @@ int64_t seq_ld(const Strides& s, int64_t seqlen, int64_t head_dim) {
 bool fits_int(int64_t value) { return value <= INT_MAX; }
 
 const char* unfused_rejects(const Problem& problem, const cudaDeviceProp&) {
+  if (const char* why = rejects_varlen(problem); why[0] != '\0') return why;
   const AttentionParams& p = problem.params;
   // cuBLAS takes sizes and leading dimensions as int; the softmax grid has one block per row.
   if (!fits_int(p.seqlen_q) || !fits_int(row_pitch(p))) {

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "common/device_properties.hpp"
+#include "common/feature_gates.hpp"
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
 #include "common/query_view.hpp"
@@ -280,6 +281,7 @@ Status launch_with(const Problem& problem, const cudaDeviceProp& device, void* w
 }  // namespace
 
 const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
+  if (const char* why = rejects_varlen(problem); why[0] != '\0') return why;
   const AttentionParams& a = problem.params;
   if (device.major < 8) return "needs an sm_80 or newer GPU (mma.sync m16n8k16, cp.async)";
   if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {

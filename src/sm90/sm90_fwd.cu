@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/device_properties.hpp"
+#include "common/feature_gates.hpp"
 #include "common/launch_status.hpp"
 #include "common/query_view.hpp"
 #include "common/score_scaling.hpp"
@@ -167,6 +168,7 @@ bool stride_fits_tma(int64_t elements, int64_t extent) {
 }  // namespace
 
 const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
+  if (const char* why = rejects_varlen(problem); why[0] != '\0') return why;
 #if !FLASHCORE_HAS_SM90
   (void)problem;
   (void)device;

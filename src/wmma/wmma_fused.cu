@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "common/feature_gates.hpp"
 #include "common/fp16_bf16.hpp"
 #include "common/launch_status.hpp"
 #include "wmma/wmma_fused.hpp"
@@ -195,6 +196,7 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 const char* wmma_rejects(const Problem& problem, const cudaDeviceProp& device) {
+  if (const char* why = rejects_varlen(problem); why[0] != '\0') return why;
   const AttentionParams& a = problem.params;
   if (device.major < 8) return "needs an sm_80 or newer GPU (bf16 wmma)";
   if (a.head_dim % kTile != 0) return "needs head_dim to be a multiple of 16 (wmma tiles)";
