@@ -353,6 +353,26 @@ TEST_F(ProfileRun, ProfilesEachCaseAndChecksThresholds) {
   EXPECT_NE(md.find("long_scoreboard 2.41"), std::string::npos);
 }
 
+TEST_F(ProfileRun, NcuWithoutAReportIsAnErrorThatQuotesNcu) {
+  const fs::path ncu = dir_ / "failing-ncu";
+  std::ofstream(ncu) << "#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - no permission to access "
+                        "NVIDIA GPU Performance Counters'\nexit 1\n";
+  fs::permissions(ncu, fs::perms::owner_all);
+  Options options;
+  std::string error;
+  ASSERT_TRUE(select_targets("flashcore:optimized", &options.targets, &error));
+  options.knobs.batch = 64;
+  options.ncu = ncu.string();
+  ProfileRecord record;
+  bool missing = true;
+  ASSERT_TRUE(run_profiles(options, "/bin/true", dir_.string(), &record, &missing, &error));
+  ASSERT_EQ(record.entries.size(), 1u);
+  EXPECT_EQ(record.entries[0].status, "error");
+  EXPECT_NE(record.entries[0].reason.find("ERR_NVGPUCTRPERM"), std::string::npos)
+      << record.entries[0].reason;
+  EXPECT_TRUE(record.entries[0].kernels.empty());
+}
+
 TEST_F(ProfileRun, AMissingExpectationsFileIsAnError) {
   ProfileRecord record;
   record.entries.push_back({"flashcore:optimized", Case{}, "sm80", "ok", "", "", {}, {}});

@@ -185,8 +185,11 @@ bool run_profiles(const Options& options, const std::string& self, const std::st
         // A SKIPPED or FAILED run launches nothing to profile; it keeps its own status.
         if (e.status == "ok") e.status = "error";
         if (e.reason.empty()) {
-          e.reason = "ncu exited " + std::to_string(profiled.exit_code) +
-                     " without a report: " + tail(log.string() + ".err", 3);
+          // ncu prints its own errors (==ERROR== ...) on stdout, the run's on stderr.
+          std::string why = tail(log.string() + ".err", 3);
+          if (why.empty()) why = tail(log, 3);
+          e.reason =
+              "ncu exited " + std::to_string(profiled.exit_code) + " without a report: " + why;
         }
       } else {
         const fs::path csv = dir / (name + ".csv");
