@@ -162,7 +162,11 @@ def main():
         record = load(args.results)
     except (OSError, ValueError) as error:
         sys.exit(f"plot.py: {error}")
-    written = plot(record, args.out or pathlib.Path(args.results).parent)
+    try:
+        written = plot(record, args.out or pathlib.Path(args.results).parent)
+    except ImportError:
+        # flashcore-bench report quotes this line in its HTML and still renders the tables.
+        sys.exit("plot.py: matplotlib is not installed (pip install -c constraints.txt matplotlib)")
     print("wrote " + (", ".join(str(p) for p in written) if written else "nothing (no timed results)"))
     return 0
 

@@ -5,6 +5,10 @@
 #   tests[=FILTER]  the GPU suite (gtest filter, default every case)
 #   cpu             the CPU suite
 #   bench           flashcore-bench run with the arguments in FLASHCORE_BENCH_ARGS
+#   profile         flashcore-bench profile with the arguments in FLASHCORE_PROFILE_ARGS (needs ncu)
+#   robust          flashcore-bench robust with the arguments in FLASHCORE_ROBUST_ARGS
+#   report          flashcore-bench report over every results/profile/robust file of this run's
+#                   earlier steps (in $OUT), into $OUT/report
 #   sanitize        scripts/sanitize.sh on the prebuilt GPU suite
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -30,9 +34,24 @@ for step in "$@"; do
       tail -3 "$out/cpu_tests_$index.log" ;;
     bench)
       # shellcheck disable=SC2086
-      timeout "${FLASHCORE_STEP_TIMEOUT:-420}" build/prebuilt/flashcore-bench run --labs-root labs --out "$out/bench_$index" \
+      timeout "${FLASHCORE_STEP_TIMEOUT:-420}" build/prebuilt/flashcore-bench run --labs-root . --out "$out/bench_$index" \
         ${FLASHCORE_BENCH_ARGS:-} > "$out/bench_$index.log" 2>&1 || status=$?
       tail -60 "$out/bench_$index.log" ;;
+    profile)
+      # shellcheck disable=SC2086
+      timeout "${FLASHCORE_STEP_TIMEOUT:-420}" build/prebuilt/flashcore-bench profile --labs-root . --out "$out/profile_$index" \
+        ${FLASHCORE_PROFILE_ARGS:-} > "$out/profile_$index.log" 2>&1 || status=$?
+      tail -40 "$out/profile_$index.log" ;;
+    robust)
+      # shellcheck disable=SC2086
+      timeout "${FLASHCORE_STEP_TIMEOUT:-420}" build/prebuilt/flashcore-bench robust --out "$out/robust_$index" \
+        ${FLASHCORE_ROBUST_ARGS:-} > "$out/robust_$index.log" 2>&1 || status=$?
+      grep -E "FAILED|cells|artifacts" "$out/robust_$index.log" | tail -40 ;;
+    report)
+      mapfile -t inputs < <(ls "$out"/*/results.json "$out"/*/profile.json "$out"/*/robust.json 2>/dev/null)
+      build/prebuilt/flashcore-bench report --labs-root . --out "$out/report" --inputs "${inputs[@]}" \
+        > "$out/report.log" 2>&1 || status=$?
+      cat "$out/report.log" ;;
     sanitize)
       FLASHCORE_GPU_TESTS=build/prebuilt/flashcore_gpu_tests scripts/sanitize.sh "$out" || status=$? ;;
     *) echo "unknown step $step" >&2; exit 2 ;;

@@ -11,7 +11,7 @@ line() {  # label, then the environment for one flashcore-bench case
   local label="$1"
   shift
   env "$@" "$bench" run --targets labs/flashattention:optimized_flashattention --profile minimal \
-    --labs-root labs --out "$out/run" > "$out/last.log" 2>&1
+    --labs-root . --out "$out/run" > "$out/last.log" 2>&1
   printf '%-34s %s\n' "$label" "$(grep -E 'done .*(optimized|cudnn)' "$out/last.log" |
     sed -E 's/.*provider ([a-z0-9]+) +p50 ([0-9.]+ us) +([0-9.]+ TFLOP\/s).*/\1 \2 \3/;
             s/.*(SKIPPED|FAILED).*/\1/' | paste -sd' ')"
@@ -29,6 +29,6 @@ rm -rf "$out/run"
 # (results.json in journey_<backend>/).
 for backend in auto sm90; do
   FLASHCORE_BACKEND=$backend "$bench" run --targets flashcore:optimized --profile minimal \
-    --labs-root labs --out "$out/journey_$backend" > "$out/journey_$backend.log" 2>&1
+    --labs-root . --out "$out/journey_$backend" > "$out/journey_$backend.log" 2>&1
   rm -f "$out/journey_$backend"/*.svg "$out/journey_$backend"/*.md
 done

@@ -15,7 +15,7 @@ for dtype in ${GRID_DTYPE:-bf16}; do
       for s in ${GRID_S:-512 1024 2048 4096 8192 16384}; do
         FLASHCORE_BACKEND=sm90 FLASHCORE_B=$((16384 / s)) FLASHCORE_H=$((2048 / d)) \
           FLASHCORE_S=$s FLASHCORE_D=$d FLASHCORE_CAUSAL=$causal FLASHCORE_DTYPE=$dtype \
-          "$bench" run --targets labs/flashattention:optimized_flashattention --profile minimal --labs-root labs \
+          "$bench" run --targets labs/flashattention:optimized_flashattention --profile minimal --labs-root . \
           --out "$out/run" > "$out/last.log" 2>&1
         # "done ... provider P p50 X us Y TFLOP/s": ours first, then cuDNN's.
         tflops=$(grep -E 'done .*(optimized|cudnn)' "$out/last.log" |

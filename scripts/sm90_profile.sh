@@ -1,27 +1,24 @@
 #!/usr/bin/env bash
-# Nsight Compute profile of one sm90 kernel launch per shape of the FA3 grid (after a few warm-up
-# launches), leaving the clocks alone: tensor-pipe utilisation, issue slots, warp stall reasons
-# and memory throughput, as text. Usage: scripts/sm90_profile.sh BENCH_BINARY OUT_DIR "D S CAUSAL"...
+# Nsight Compute profiles of the sm90 kernel at shapes of the FA3 grid: `flashcore-bench profile`
+# (ncu --set full, one launch per shape after the parity gate and the timed launches, clocks left
+# alone) per "D S CAUSAL" shape, into OUT_DIR/D<d>_S<s>_causal<c>/ (profile.md, profile.json and
+# the .ncu-rep for the Nsight Compute GUI); prints each profile's table.
+# Usage: scripts/sm90_profile.sh BENCH_BINARY OUT_DIR "D S CAUSAL"...
 set -uo pipefail
+root="$(dirname "${BASH_SOURCE[0]}")/.."
 bench="$1"
 out="$2"
 shift 2
 mkdir -p "$out"
+status=0
 for shape in "$@"; do
   read -r d s causal <<< "$shape"
   name="D${d}_S${s}_causal${causal}"
-  FLASHCORE_BACKEND=sm90 FLASHCORE_B=$((16384 / s)) FLASHCORE_H=$((2048 / d)) FLASHCORE_S=$s \
-    FLASHCORE_D=$d FLASHCORE_CAUSAL=$causal FLASHCORE_DTYPE=bf16 \
-    ncu --clock-control none --kernel-name-base mangled --kernel-name regex:sm9010fwd_kernel --launch-skip 5 --launch-count 1 \
-    --set full --import-source no -f -o "$out/$name" \
-    "$bench" run --targets labs/flashattention:optimized_flashattention --profile minimal --labs-root labs \
-    --out "$out/run" > "$out/$name.log" 2>&1 || true
+  "$bench" profile --targets labs/flashattention:optimized_flashattention --metrics-set full \
+    --backend sm90 --batch $((16384 / s)) --heads $((2048 / d)) --seqlen "$s" --head-dim "$d" \
+    --causal "$causal" --dtype bf16 --labs-root "$root" --out "$out/$name" > "$out/$name.log" 2>&1 ||
+    status=$?
   echo "=== $name"
-  ncu --import "$out/$name.ncu-rep" --page details \
-    --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
-    --section SchedulerStats --section Occupancy --section LaunchStats 2>&1 |
-    grep -E "Duration|Throughput|Pipe|Issue|Stall|Warp Cycles|Eligible|Active Warps|Registers|Shared Memory Config|Block Size|Grid Size|Executed Ipc" |
-    head -60
-  python3 "$(dirname "${BASH_SOURCE[0]}")/ncu_summary.py" "$out/$name.ncu-rep"
+  grep -E "^\| (target|labs/)" "$out/$name/profile.md" 2>/dev/null || tail -5 "$out/$name.log"
 done
-rm -rf "$out/run"
+exit $status

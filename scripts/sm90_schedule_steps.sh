@@ -14,7 +14,7 @@ for schedule in "persistent,pingpong,overlap,dynamic" "persistent,pingpong,dynam
                 "persistent,overlap,dynamic" "persistent,dynamic" "persistent,pingpong,overlap" \
                 "pingpong,overlap"; do
   FLASHCORE_SM90_SCHEDULE="$schedule" "$bench" run --targets labs/flashattention:optimized_flashattention \
-    --profile minimal --labs-root labs --out "$out/$schedule" > "$out/$schedule.log" 2>&1
+    --profile minimal --labs-root . --out "$out/$schedule" > "$out/$schedule.log" 2>&1
   printf '%-36s %s\n' "$schedule" "$(grep -E 'done .*(optimized|cudnn)' "$out/$schedule.log" |
     sed -E 's/.*provider ([a-z0-9]+) +p50 ([0-9.]+ us) +([0-9.]+ TFLOP\/s).*/\1 \2 \3/' | paste -sd' ')"
 done

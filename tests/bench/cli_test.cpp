@@ -244,5 +244,71 @@ TEST(Knobs, BackendOverrideAppliesToOptimizedTargetsOnly) {
   EXPECT_EQ(backend_for(targets[1], k, &args), "scalar");
 }
 
+TEST(Cli, ProfileTakesTargetsKnobsAndItsOwnOptions) {
+  Options o;
+  std::string error;
+  const ScopedEnv env(std::map<std::string, std::string>{{"FLASHCORE_S", "1024"}});
+  ASSERT_TRUE(parse(
+      {"profile", "--targets", "flashcore:optimized", "--metrics-set", "full", "--check", "--ncu",
+       "/opt/ncu", "--seqlen", "4096", "--target-extra-arg", "flashcore:optimized=--backend sm80"},
+      &o, &error))
+      << error;
+  EXPECT_EQ(o.command, Command::kProfile);
+  ASSERT_EQ(o.targets.size(), 1u);
+  EXPECT_EQ(o.metrics_set, "full");
+  EXPECT_TRUE(o.check_profile);
+  EXPECT_EQ(o.ncu, "/opt/ncu");
+  EXPECT_EQ(*o.knobs.seqlen, 4096);  // the option wins over FLASHCORE_S here too
+  EXPECT_EQ(o.target_extra_specs, std::vector<std::string>{"flashcore:optimized=--backend sm80"});
+  ASSERT_TRUE(parse({"profile", "--targets", "flashcore"}, &o, &error)) << error;
+  EXPECT_EQ(o.metrics_set, "basic");
+  EXPECT_EQ(*o.knobs.seqlen, 1024);
+  EXPECT_FALSE(parse({"profile", "--targets", "flashcore", "--metrics-set", "most"}, &o, &error));
+  EXPECT_NE(error.find("basic or full"), std::string::npos);
+  EXPECT_FALSE(parse({"profile"}, &o, &error));  // --targets is required
+  EXPECT_FALSE(parse({"profile", "--targets", "nope"}, &o, &error));
+  EXPECT_NE(error.find("valid chapters"), std::string::npos);
+}
+
+TEST(Cli, RunTakesTheProfiledLaunchFlag) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(parse({"run", "--targets", "flashcore", "--profiled-launch"}, &o, &error)) << error;
+  EXPECT_TRUE(o.profiled_launch);
+  ASSERT_TRUE(parse({"run", "--targets", "flashcore"}, &o, &error)) << error;
+  EXPECT_FALSE(o.profiled_launch);
+}
+
+TEST(Cli, RobustAndReport) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(parse({"robust", "--quick", "--progress-every", "10", "--out", "d", "--seed", "42"},
+                    &o, &error))
+      << error;
+  EXPECT_EQ(o.seed, 42u);
+  EXPECT_EQ(o.command, Command::kRobust);
+  EXPECT_TRUE(o.quick);
+  EXPECT_EQ(o.progress_every, 10);
+  EXPECT_EQ(o.out_dir, "d");
+  EXPECT_FALSE(parse({"robust", "--progress-every", "0"}, &o, &error));
+  ASSERT_TRUE(parse({"report", "--inputs", "a.json", "b.json", "--inputs", "c.json", "--out", "r"},
+                    &o, &error))
+      << error;
+  EXPECT_EQ(o.command, Command::kReport);
+  EXPECT_EQ(o.inputs, (std::vector<std::string>{"a.json", "b.json", "c.json"}));
+  EXPECT_FALSE(parse({"report", "--out", "r"}, &o, &error));          // --inputs is required
+  EXPECT_FALSE(parse({"report", "--inputs", "a.json"}, &o, &error));  // and --out
+  EXPECT_FALSE(parse({"rport"}, &o, &error));
+  EXPECT_NE(error.find("profile, robust, report"), std::string::npos);
+}
+
+TEST(Cli, HelpDocumentsTheLabCommands) {
+  const std::string help = help_text();
+  for (const char* text : {"profile", "--metrics-set", "robust", "--quick", "report", "--inputs",
+                           "ncu", "5 Nsight Compute"}) {
+    EXPECT_NE(help.find(text), std::string::npos) << text;
+  }
+}
+
 }  // namespace
 }  // namespace flashcore::bench

@@ -10,8 +10,7 @@
 
 #include "common/fp16_bf16.hpp"
 #include "parity.hpp"
-#include "reference/cpu_reference.hpp"
-#include "reference/gpu_oracle.hpp"
+#include "reference_output.hpp"
 
 namespace flashcore::bench {
 namespace {
@@ -64,24 +63,10 @@ void CaseData::release() {
 }
 
 AttentionParams CaseData::params(int set) const {
-  AttentionParams p;
-  p.batch = case_.batch;
-  p.seqlen_q = case_.seqlen_q;
-  p.seqlen_k = case_.seqlen_k;
-  p.heads_q = case_.heads_q;
-  p.heads_kv = case_.heads_kv;
-  p.head_dim = case_.head_dim;
-  p.q = {q_.empty() ? nullptr : q_[set], dtype_,
-         bshd_strides(case_.seqlen_q, case_.heads_q, case_.head_dim)};
-  p.k = {k_.empty() ? nullptr : k_[set], dtype_,
-         bshd_strides(case_.seqlen_k, case_.heads_kv, case_.head_dim)};
-  p.v = {v_.empty() ? nullptr : v_[set], dtype_,
-         bshd_strides(case_.seqlen_k, case_.heads_kv, case_.head_dim)};
-  p.o = {o_.empty() ? nullptr : o_[set], dtype_,
-         bshd_strides(case_.seqlen_q, case_.heads_q, case_.head_dim)};
-  p.causal = case_.causal;
-  p.window_left = case_.window_left;
-  return p;
+  auto at = [&](const std::vector<void*>& buffers) {
+    return buffers.empty() ? nullptr : buffers[set];
+  };
+  return case_params(case_, at(q_), at(k_), at(v_), at(o_));
 }
 
 bool CaseData::prepare(const Case& c, size_t l2_bytes, cudaStream_t stream, std::string* error) {
@@ -140,38 +125,9 @@ bool CaseData::prepare(const Case& c, size_t l2_bytes, cudaStream_t stream, std:
     }
   }
 
-  AttentionParams p = params(0);
-  if (on_cpu) {
-    reference_kind_ = "cpu-fp64";
-    std::vector<double> lse;
-    reference::cpu_attention(p, q_exact, k_exact, v_exact, &reference_, &lse);
-    return true;
-  }
-  reference_kind_ = "gpu-fp32";
-  float *o32 = nullptr, *lse32 = nullptr;
-  const size_t lse_elems = static_cast<size_t>(c.batch * c.heads_q * c.seqlen_q);
-  bool ok = cuda_ok(cudaMalloc(reinterpret_cast<void**>(&o32), 4 * q_elems),
-                    "cudaMalloc oracle output", error) &&
-            cuda_ok(cudaMalloc(reinterpret_cast<void**>(&lse32), 4 * lse_elems),
-                    "cudaMalloc oracle lse", error);
-  if (ok) {
-    const Status status = reference::gpu_oracle(p, o32, lse32, stream);
-    if (!status.ok()) {
-      *error = "GPU oracle: " + status.message;
-      ok = false;
-    }
-  }
-  std::vector<float> host(ok ? q_elems : 0);
-  if (ok) {
-    ok = cuda_ok(cudaMemcpyAsync(host.data(), o32, 4 * q_elems, cudaMemcpyDeviceToHost, stream),
-                 "download oracle output", error) &&
-         cuda_ok(cudaStreamSynchronize(stream), "GPU oracle", error);
-  }
-  cudaFree(o32);
-  cudaFree(lse32);
-  if (!ok) return false;
-  reference_.assign(host.begin(), host.end());
-  return true;
+  const HostValues host{&q_exact, &k_exact, &v_exact};
+  return reference_output(params(0), on_cpu ? &host : nullptr, stream, &reference_,
+                          &reference_kind_, error);
 }
 
 void CaseData::poison_output(cudaStream_t stream) const {

@@ -204,10 +204,99 @@ struct Parser {
   CLI::App* list = nullptr;
   CLI::App* run = nullptr;
   CLI::App* check = nullptr;
+  CLI::App* profile_cmd = nullptr;
+  CLI::App* robust = nullptr;
+  CLI::App* report = nullptr;
   std::vector<std::string> targets;
   std::string profile = "minimal";
   std::vector<std::string> extra;
+  // profile's knobs: CLI11 reads an option's environment variable even when its subcommand is
+  // not the one given, so run and profile must not share one Knobs.
+  Knobs profile_knobs;
 };
+
+// --targets, --profile and --target-extra-arg, shared by run and profile.
+void add_target_options(Parser* p, CLI::App* command) {
+  command
+      ->add_option("--targets", p->targets,
+                   "comma-separated chapters or chapter:workload targets (repeatable)")
+      ->delimiter(',')
+      ->required();
+  command
+      ->add_option("--profile", p->profile,
+                   "minimal (default): a few shapes, under a minute on an H100; full: the "
+                   "FlashAttention-3 paper's grid (16k tokens, hidden 2048, head dim 64/128/256, "
+                   "seqlen 512..16k, causal and not)")
+      ->check(one_of({"minimal", "full"}, "--profile ", "minimal or full"));
+  command->add_option(
+      "--target-extra-arg", p->extra,
+      "T=\"--flag value ...\": per-target flags, T is chapter:workload. Flags: --backend NAME "
+      "(provider to run), --num-splits N (split-KV count, 0 heuristic, 1 off), --tile "
+      "auto|large|small|warpgroup|warpgroup-pair (CTA tile of the sm80 kernel; auto: small when "
+      "the large tile's grid leaves SMs idle, or on Hopper at hd64 warpgroup, then "
+      "warpgroup-pair, as the grid grows), --pdl on|off (programmatic dependent launch where it "
+      "applies; default on)");
+}
+
+// profile, robust and report.
+void add_lab_commands(Parser* p, const BackendCheck& is_backend, Options* o) {
+  p->profile_cmd = p->app.add_subcommand(
+      "profile",
+      "Nsight Compute profile of the targets: one process per target and case runs the target "
+      "(parity, timing) and one more launch in the NVTX range 'profiled_launch', which alone ncu "
+      "profiles; writes profile.json and profile.md (SM busy, tensor pipes, DRAM %, occupancy, "
+      "registers, shared memory, spills, bank conflicts, top stalls, each with its ncu metric)");
+  add_target_options(p, p->profile_cmd);
+  p->profile_cmd
+      ->add_option("--metrics-set", o->metrics_set,
+                   "basic (default): the sections the report reads, a few replay passes; full: "
+                   "ncu --set full (every section, slower; the .ncu-rep is kept for the GUI)")
+      ->check(one_of({"basic", "full"}, "--metrics-set ", "basic or full"));
+  p->profile_cmd->add_flag(
+      "--check", o->check_profile,
+      "check the 'profile' thresholds of each target's expectations file; exit 3 "
+      "and name each miss");
+  p->profile_cmd->add_option("--ncu", o->ncu, "the ncu binary (default: ncu on PATH)");
+  p->profile_cmd->add_option("--out", o->out_dir,
+                             "artifact folder (default lab-out/<UTC timestamp>)");
+  add_knobs(p->profile_cmd, is_backend, &p->profile_knobs);
+
+  p->robust = p->app.add_subcommand(
+      "robust",
+      "robustness suite: every provider and mask mode over head dims x dtypes x shapes (odd, "
+      "Sq != Sk, GQA, tiny, long, large B*H) x input distributions (normal, uniform, large "
+      "magnitude, constant rows, outliers, fp16 near overflow, fully masked rows), each checked "
+      "against the float64 CPU reference (small) or the fp32 GPU oracle; writes robust.json and "
+      "robust.md, worst cell first; a provider's rejection is listed with its reason, not failed");
+  p->robust->add_flag("--quick", o->quick, "a smaller grid (head dims 64 and 128, five shapes)");
+  p->robust->add_option("--progress-every", o->progress_every, "a progress line every N cells")
+      ->check(CLI::PositiveNumber);
+  p->robust->add_option("--seed", o->seed,
+                        "reproduce the inputs of an earlier run (robust.json's seed); default: "
+                        "fresh inputs every run");
+  p->robust->add_option("--out", o->out_dir, "artifact folder (default lab-out/<UTC timestamp>)");
+
+  p->report = p->app.add_subcommand(
+      "report",
+      "the final comparison report from earlier artifacts (no GPU needed): report.md and "
+      "report.html with the plots of bench/plot.py embedded; the comparison table, the journey, "
+      "the seed report's success criteria computed from the data, the profile and robustness "
+      "summaries");
+  p->report
+      ->add_option("--inputs", o->inputs,
+                   "results.json (flashcore-bench run or bench/peers.py), profile.json and "
+                   "robust.json files, any number, any order (the schema says which is which)")
+      ->required();
+  p->report->add_option("--out", o->out_dir, "output folder")->required();
+  p->report->add_option("--python", o->python, "python for bench/plot.py (default python3)");
+  for (CLI::App* command : {p->profile_cmd, p->report}) {
+    command->add_option("--expectations", o->expectations,
+                        "use FILE instead of each chapter's labs/<chapter>/expectations_h100.json");
+    command->add_option(
+        "--labs-root", o->labs_root,
+        "repository root holding labs/ and bench/ (default: the source tree it was built from)");
+  }
+}
 
 std::unique_ptr<Parser> make_parser(const BackendCheck& is_backend, Options* o) {
   auto p = std::make_unique<Parser>();
@@ -219,10 +308,12 @@ std::unique_ptr<Parser> make_parser(const BackendCheck& is_backend, Options* o) 
   app.footer(R"(Artifacts (in --out): results.json (schema flashcore-bench/results v1), report.md;
 plots: python3 bench/plot.py DIR/results.json.
 NVTX ranges: <chapter>_<role>_<provider> per target (e.g. flashattention_baseline_unfused,
-flashattention_optimized_sm80) with nested parity / warmup / timed ranges.
+flashattention_optimized_sm80) with nested parity / warmup / timed ranges (and profiled_launch
+under run --profiled-launch, which is what profile hands to ncu).
 
-Exit codes: 0 ok; 1 a target FAILED parity or a CUDA error; 2 bad usage or knobs;
-3 expectations regressed; 4 no CUDA device.)");
+Exit codes: 0 ok; 1 a target FAILED parity or a CUDA error (robust: a cell failed); 2 bad usage
+or knobs; 3 expectations regressed (profile --check: a threshold missed); 4 no CUDA device;
+5 Nsight Compute (ncu) not found.)");
 
   p->list = app.add_subcommand(
       "list-targets", "print every target as chapter:workload with a one-line description");
@@ -235,27 +326,13 @@ Exit codes: 0 ok; 1 a target FAILED parity or a CUDA error; 2 bad usage or knobs
       "then CUDA-event timing; every case also runs the cuDNN peer (peers/cudnn), and the run "
       "measures a bf16 cuBLAS GEMM ceiling (% GEMM) and a device-to-device copy ceiling (% copy) "
       "once, on random data");
-  p->run
-      ->add_option("--targets", p->targets,
-                   "comma-separated chapters or chapter:workload targets (repeatable)")
-      ->delimiter(',')
-      ->required();
-  p->run
-      ->add_option("--profile", p->profile,
-                   "minimal (default): a few shapes, under a minute on an H100; full: the "
-                   "FlashAttention-3 paper's grid (16k tokens, hidden 2048, head dim 64/128/256, "
-                   "seqlen 512..16k, causal and not)")
-      ->check(one_of({"minimal", "full"}, "--profile ", "minimal or full"));
-  p->run->add_option(
-      "--target-extra-arg", p->extra,
-      "T=\"--flag value ...\": per-target flags, T is chapter:workload. Flags: --backend NAME "
-      "(provider to run), --num-splits N (split-KV count, 0 heuristic, 1 off), --tile "
-      "auto|large|small|warpgroup|warpgroup-pair (CTA tile of the sm80 kernel; auto: small when "
-      "the large tile's grid leaves SMs idle, or on Hopper at hd64 warpgroup, then "
-      "warpgroup-pair, as the grid grows), --pdl on|off (programmatic dependent launch where it "
-      "applies; default on)");
+  add_target_options(p.get(), p->run);
   p->run->add_option("--out", o->out_dir, "artifact folder (default lab-out/<UTC timestamp>)");
   add_knobs(p->run, is_backend, &o->knobs);
+  p->run->add_flag("--profiled-launch", o->profiled_launch,
+                   "after each selected target's timed launches, one more launch in the NVTX range "
+                   "'profiled_launch' (what `profile` has ncu profile)");
+  add_lab_commands(p.get(), is_backend, o);
 
   p->check = app.add_subcommand(
       "check", "check an earlier run's results.json against expectations (no GPU needed)");
@@ -360,15 +437,16 @@ bool parse_args(int argc, const char* const* argv, const BackendCheck& is_backen
     options->help = p->app.help("", CLI::AppFormatMode::All);
     return true;
   }
-  if (first[0] != '-' && first != "list-targets" && first != "run" && first != "check") {
-    *error =
-        "unknown command '" + first + "'; valid commands: list-targets, run, check (see --help)";
+  if (first[0] != '-' && first != "list-targets" && first != "run" && first != "check" &&
+      first != "profile" && first != "robust" && first != "report") {
+    *error = "unknown command '" + first +
+             "'; valid commands: list-targets, run, check, profile, robust, report (see --help)";
     return false;
   }
   try {
     p->app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
-    for (CLI::App* command : {p->list, p->run, p->check}) {
+    for (CLI::App* command : {p->list, p->run, p->check, p->profile_cmd, p->robust, p->report}) {
       if (command->parsed()) options->help = command->help();
     }
     if (options->help.empty()) options->help = p->app.help("", CLI::AppFormatMode::All);
@@ -391,11 +469,21 @@ bool parse_args(int argc, const char* const* argv, const BackendCheck& is_backen
     options->check_expectations = true;
     return true;
   }
-  if (!p->run->parsed()) {
+  if (p->robust->parsed()) {
+    options->command = Command::kRobust;
+    return true;
+  }
+  if (p->report->parsed()) {
+    options->command = Command::kReport;
+    return true;
+  }
+  if (!p->run->parsed() && !p->profile_cmd->parsed()) {
     options->help = p->app.help("", CLI::AppFormatMode::All);
     return true;
   }
-  options->command = Command::kRun;
+  options->command = p->run->parsed() ? Command::kRun : Command::kProfile;
+  if (options->command == Command::kProfile) options->knobs = p->profile_knobs;
+  options->target_extra_specs = p->extra;
   options->profile = p->profile == "full" ? Profile::kFull : Profile::kMinimal;
   if (!check_heads(options->knobs, error)) return false;
   if (!select_targets(CLI::detail::join(p->targets, ","), &options->targets, error)) return false;

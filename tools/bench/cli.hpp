@@ -39,7 +39,7 @@ struct TargetArgs {
   bool enable_pdl = true;              // --pdl on|off (AttentionParams::enable_pdl)
 };
 
-enum class Command { kHelp, kListTargets, kRun, kCheck };
+enum class Command { kHelp, kListTargets, kRun, kCheck, kProfile, kRobust, kReport };
 
 struct Options {
   Command command = Command::kHelp;
@@ -47,13 +47,29 @@ struct Options {
   std::vector<Target> targets;
   Profile profile = Profile::kMinimal;
   std::map<std::string, TargetArgs> target_args;  // by "chapter:workload"
+  std::vector<std::string> target_extra_specs;    // as given, for the runs `profile` starts
   std::string out_dir;                            // empty: lab-out/<timestamp>
   bool check_expectations = false;
   std::string expectations;  // explicit expectations file; empty: each chapter's own
   std::string results;       // check: the results.json to check
   std::string labs_root;     // where chapters' expectations files live (--labs-root)
-  Knobs knobs;               // run
+  Knobs knobs;               // run, profile
   std::string help;          // kHelp: the help of the command asked about
+
+  // run --profiled-launch: one more launch per selected target, after timing, in the NVTX range
+  // that `profile` hands to ncu.
+  bool profiled_launch = false;
+  // profile
+  std::string metrics_set = "basic";  // "basic" or "full"
+  bool check_profile = false;         // --check
+  std::string ncu = "ncu";
+  // robust
+  bool quick = false;
+  int progress_every = 50;  // a progress line every this many cells
+  uint64_t seed = 0;        // 0: fresh inputs (a seed drawn and recorded); else reproduce a run
+  // report
+  std::vector<std::string> inputs;  // results.json, profile.json, robust.json files
+  std::string python = "python3";   // runs bench/plot.py
 };
 
 // True when the name is a flashcore backend (flashcore::parse_backend in the tool).

@@ -12,8 +12,11 @@
 #include "cli.hpp"
 #include "expectations.hpp"
 #include "flashcore/attention.hpp"
+#include "lab_report.hpp"
+#include "profile_command.hpp"
 #include "report_json.hpp"
 #include "report_markdown.hpp"
+#include "robust_runner.hpp"
 #include "runner.hpp"
 
 namespace fs = std::filesystem;
@@ -26,7 +29,8 @@ enum ExitCode {
   kExitFailed = 1,
   kExitUsage = 2,
   kExitRegressed = 3,
-  kExitNoDevice = 4
+  kExitNoDevice = 4,
+  kExitNoProfiler = 5
 };
 
 int fail(int code, const std::string& message) {
@@ -59,10 +63,23 @@ std::string utc_now(const char* format) {
   return buf;
 }
 
+// The artifact folder: --out, else lab-out/<UTC timestamp>; created.
+bool make_out_dir(const Options& options, fs::path* out, std::string* error) {
+  *out = options.out_dir.empty() ? fs::path("lab-out") / utc_now("%Y%m%d-%H%M%S")
+                                 : fs::path(options.out_dir);
+  std::error_code ec;
+  fs::create_directories(*out, ec);
+  if (ec) *error = "cannot create " + out->string() + ": " + ec.message();
+  return !ec;
+}
+
+std::string repository_root(const Options& options) {
+  return options.labs_root.empty() ? FLASHCORE_BENCH_SOURCE_DIR : options.labs_root;
+}
+
 // Checks record->results against the chapters' expectations files (or one explicit file).
 bool check_record(const Options& options, RunRecord* record, std::string* error) {
-  const std::string root =
-      options.labs_root.empty() ? FLASHCORE_BENCH_SOURCE_DIR : options.labs_root;
+  const std::string root = repository_root(options);
   std::vector<std::string> files;
   if (!options.expectations.empty()) {
     files.push_back(options.expectations);
@@ -162,6 +179,97 @@ int run_targets(const Options& options, const Knobs& knobs, const std::string& c
   return failed > 0 ? kExitFailed : kExitOk;
 }
 
+int run_profile_command(const Options& options, const std::string& command_line) {
+  ProfileRecord record;
+  record.created_utc = utc_now("%Y-%m-%dT%H:%M:%SZ");
+  record.command_line = command_line;
+  record.git_commit = FLASHCORE_BUILD_COMMIT;
+  record.metrics_set = options.metrics_set;
+  fs::path out;
+  std::string error;
+  bool ncu_missing = false;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return fail(kExitFailed, "cannot find this program's path: " + ec.message());
+  if (!make_out_dir(options, &out, &error)) return fail(kExitFailed, error);
+  if (!run_profiles(options, self.string(), out.string(), &record, &ncu_missing, &error)) {
+    return fail(ncu_missing ? kExitNoProfiler : kExitFailed, error);
+  }
+  std::string check_error;
+  const bool checked =
+      !options.check_profile ||
+      check_profile_thresholds(options, repository_root(options), &record, &check_error);
+  if (!write_file(out / "profile.json", dump_json(to_json(record)), &error) ||
+      !write_file(out / "profile.md", render_profile_markdown(record), &error)) {
+    return fail(kExitFailed, error);
+  }
+  if (!checked)
+    return fail(kExitUsage, check_error + "; artifacts were written to " + out.string());
+  size_t failed = 0;
+  for (const ProfileEntry& e : record.entries) failed += e.status != "ok" && e.status != "SKIPPED";
+  std::printf(
+      "%zu profiles, %zu without kernels; artifacts: %s/{profile.json,profile.md}, ncu "
+      "reports in %s/ncu\n",
+      record.entries.size(), failed, out.string().c_str(), out.string().c_str());
+  const std::vector<std::string> misses = profile_misses(record);
+  if (options.check_profile) {
+    std::printf("thresholds: %s\n", misses.empty() ? "PASS" : "MISSED");
+    for (const std::string& m : misses) std::printf("  MISS %s\n", m.c_str());
+  }
+  if (!misses.empty()) return kExitRegressed;
+  return failed > 0 ? kExitFailed : kExitOk;
+}
+
+int run_robust_command(const Options& options, const std::string& command_line) {
+  RobustRecord record;
+  record.created_utc = utc_now("%Y-%m-%dT%H:%M:%SZ");
+  record.command_line = command_line;
+  record.git_commit = FLASHCORE_BUILD_COMMIT;
+  record.grid = options.quick ? "quick" : "default";
+  std::string error;
+  if (!run_robust(options, &record, &error)) {
+    return fail(error.rfind("no CUDA device", 0) == 0 ? kExitNoDevice : kExitFailed, error);
+  }
+  fs::path out;
+  if (!make_out_dir(options, &out, &error) ||
+      !write_file(out / "robust.json", dump_json(to_json(record)), &error) ||
+      !write_file(out / "robust.md", render_robust_markdown(record), &error)) {
+    return fail(kExitFailed, error);
+  }
+  const RobustCounts c = count(record);
+  std::printf(
+      "%zu cells, %zu results: %zu passed, %zu FAILED (%zu NaN/Inf), %zu rejected, %zu "
+      "skipped%s\nartifacts: %s/{robust.json,robust.md}\n",
+      c.cells, record.results.size(), c.passed, c.failed, c.non_finite, c.rejected, c.skipped,
+      record.interrupted ? " (interrupted)" : "", out.string().c_str());
+  return robust_exit_code(record);
+}
+
+int run_report_command(const Options& options) {
+  ReportInputs inputs;
+  std::string error;
+  if (!load_report_inputs(options.inputs, &inputs, &error)) return fail(kExitUsage, error);
+  fs::path out;
+  if (!make_out_dir(options, &out, &error)) return fail(kExitFailed, error);
+  const std::string plot_script =
+      (fs::path(repository_root(options)) / "bench" / "plot.py").string();
+  const std::vector<PlotSet> plots = draw_plots(inputs, options.python, plot_script, out.string());
+  const Document doc = build_report(inputs, plots);
+  if (!write_file(out / "report.md", render_markdown(doc), &error) ||
+      !write_file(out / "report.html", render_html(doc, "flashcore report", out.string()),
+                  &error)) {
+    return fail(kExitFailed, error);
+  }
+  for (const PlotSet& p : plots) {
+    if (!p.unavailable.empty()) {
+      std::fprintf(stderr, "flashcore-bench: no plots of %s: %s\n", p.source.c_str(),
+                   p.unavailable.c_str());
+    }
+  }
+  std::printf("report: %s/report.md, %s/report.html\n", out.string().c_str(), out.string().c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -184,7 +292,11 @@ int main(int argc, char** argv) {
     }
     case Command::kCheck:
       return run_check(options);
+    case Command::kReport:
+      return run_report_command(options);
     case Command::kRun:
+    case Command::kProfile:
+    case Command::kRobust:
       break;
   }
   if (!check_knobs_for_targets(options.knobs, options.targets, &error)) {
@@ -192,5 +304,7 @@ int main(int argc, char** argv) {
   }
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i > 0 ? " " : "") + std::string(argv[i]);
+  if (options.command == Command::kProfile) return run_profile_command(options, command_line);
+  if (options.command == Command::kRobust) return run_robust_command(options, command_line);
   return run_targets(options, options.knobs, command_line);
 }

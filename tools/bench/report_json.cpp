@@ -11,23 +11,6 @@ Json pairs_to_json(const std::vector<std::pair<std::string, std::string>>& pairs
   return object;
 }
 
-Json case_to_json(const Case& c) {
-  Json j = Json::object();
-  j["label"] = c.label();
-  j["batch"] = c.batch;
-  j["heads_q"] = c.heads_q;
-  j["heads_kv"] = c.heads_kv;
-  j["seqlen_q"] = c.seqlen_q;
-  j["seqlen_k"] = c.seqlen_k;
-  j["head_dim"] = c.head_dim;
-  j["causal"] = c.causal;
-  j["window_left"] = c.window_left;
-  j["dtype"] = c.dtype;
-  j["flops"] = c.flops();
-  j["min_bytes"] = c.min_bytes();
-  return j;
-}
-
 Json result_to_json(const Result& r) {
   Json j = Json::object();
   j["target"] = r.target();
@@ -110,15 +93,7 @@ bool result_from_json(const Json& j, Result* r, std::string* error) {
     return false;
   }
   r->reason = string_or(j, "reason", "");
-  r->c.batch = integer_or(*c, "batch", 0);
-  r->c.heads_q = integer_or(*c, "heads_q", 0);
-  r->c.heads_kv = integer_or(*c, "heads_kv", 0);
-  r->c.seqlen_q = integer_or(*c, "seqlen_q", 0);
-  r->c.seqlen_k = integer_or(*c, "seqlen_k", 0);
-  r->c.head_dim = integer_or(*c, "head_dim", 0);
-  r->c.causal = bool_or(*c, "causal", false);
-  r->c.window_left = integer_or(*c, "window_left", -1);
-  r->c.dtype = string_or(*c, "dtype", "fp16");
+  r->c = case_from_json(*c);
   if (const Json* p = find_member(j, "parity"); p != nullptr && p->is_object()) {
     Parity parity;
     parity.reference = string_or(*p, "reference", "");
@@ -150,6 +125,37 @@ bool result_from_json(const Json& j, Result* r, std::string* error) {
 }
 
 }  // namespace
+
+Json case_to_json(const Case& c) {
+  Json j = Json::object();
+  j["label"] = c.label();
+  j["batch"] = c.batch;
+  j["heads_q"] = c.heads_q;
+  j["heads_kv"] = c.heads_kv;
+  j["seqlen_q"] = c.seqlen_q;
+  j["seqlen_k"] = c.seqlen_k;
+  j["head_dim"] = c.head_dim;
+  j["causal"] = c.causal;
+  j["window_left"] = c.window_left;
+  j["dtype"] = c.dtype;
+  j["flops"] = c.flops();
+  j["min_bytes"] = c.min_bytes();
+  return j;
+}
+
+Case case_from_json(const Json& c) {
+  Case out;
+  out.batch = integer_or(c, "batch", 0);
+  out.heads_q = integer_or(c, "heads_q", 0);
+  out.heads_kv = integer_or(c, "heads_kv", 0);
+  out.seqlen_q = integer_or(c, "seqlen_q", 0);
+  out.seqlen_k = integer_or(c, "seqlen_k", 0);
+  out.head_dim = integer_or(c, "head_dim", 0);
+  out.causal = bool_or(c, "causal", false);
+  out.window_left = integer_or(c, "window_left", -1);
+  out.dtype = string_or(c, "dtype", "fp16");
+  return out;
+}
 
 Json to_json(const RunRecord& record) {
   Json j = Json::object();

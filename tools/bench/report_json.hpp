@@ -36,6 +36,10 @@ struct RunRecord {
 };
 
 Json to_json(const RunRecord& record);
+// A case as results.json writes it (label, sizes, mask, dtype, flops, min_bytes), and back; the
+// profile and robustness files use the same object.
+Json case_to_json(const Case& c);
+Case case_from_json(const Json& c);
 // Reads what to_json wrote. Returns false, naming the field, on a schema mismatch.
 bool from_json(const Json& json, RunRecord* record, std::string* error);
 

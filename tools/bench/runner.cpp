@@ -13,6 +13,7 @@
 #include "cudnn_peer.hpp"
 #include "device.hpp"
 #include "flashcore/attention.hpp"
+#include "profile_command.hpp"
 #include "timer.hpp"
 
 namespace flashcore::bench {
@@ -93,8 +94,10 @@ Result base_result(const Target& t, const Case& c, const std::string& backend) {
 }
 
 // Parity gate, then timing, for one target whose launch is ready. Fills r.
+// profiled: after timing, one more launch in the NVTX range that `flashcore-bench profile` has
+// ncu profile (warm caches and clocks, like the timed launches; nothing else runs in it).
 void gate_and_time(const Target& t, const Launch& launch, const CaseData& data, Profile profile,
-                   cudaStream_t stream, Result* r) {
+                   bool profiled, cudaStream_t stream, Result* r) {
   // Named per target so that Nsight Systems shows flashattention_optimized_sm80 > parity / ...
   const std::string name =
       std::string(t.chapter->range_prefix) + "_" + t.workload->role + "_" + r->provider;
@@ -127,11 +130,23 @@ void gate_and_time(const Target& t, const Launch& launch, const CaseData& data, 
     return;
   }
   r->timing = summary;
+  if (profiled) {
+    nvtx3::scoped_range phase(kProfiledLaunchRange);
+    if (!launch(0, &error)) {
+      r->outcome = Outcome::kFailed;
+      r->reason = "profiled launch: " + error;
+      return;
+    }
+    if (const cudaError_t err = cudaStreamSynchronize(stream); err != cudaSuccess) {
+      r->outcome = Outcome::kFailed;
+      r->reason = std::string("profiled launch: ") + cudaGetErrorString(err);
+    }
+  }
 }
 
 Result run_library_target(const Target& t, const std::string& backend_name_requested,
                           const TargetArgs* args, const CaseData& data, Profile profile,
-                          cudaStream_t stream) {
+                          bool profiled, cudaStream_t stream) {
   Result r = base_result(t, data.get_case(), backend_name_requested);
   Backend backend = Backend::kAuto;
   parse_backend(backend_name_requested, &backend);
@@ -177,12 +192,12 @@ Result run_library_target(const Target& t, const std::string& backend_name_reque
     if (!status.ok()) *error = status.message;
     return status.ok();
   };
-  gate_and_time(t, launch, data, profile, stream, &r);
+  gate_and_time(t, launch, data, profile, profiled, stream, &r);
   cudaFree(workspace);
   return r;
 }
 
-Result run_cudnn_target(const Target& t, const CaseData& data, Profile profile,
+Result run_cudnn_target(const Target& t, const CaseData& data, Profile profile, bool profiled,
                         cudaStream_t stream) {
   Result r = base_result(t, data.get_case(), "cudnn");
   CudnnSdpa sdpa;
@@ -193,7 +208,7 @@ Result run_cudnn_target(const Target& t, const CaseData& data, Profile profile,
     return r;
   }
   const Launch launch = [&](int set, std::string* err) { return sdpa.run(data, set, err); };
-  gate_and_time(t, launch, data, profile, stream, &r);
+  gate_and_time(t, launch, data, profile, profiled, stream, &r);
   return r;
 }
 
@@ -241,22 +256,26 @@ bool run_lab(const Options& options, const Knobs& knobs, RunRecord* record, std:
     total += w.targets.size();
   }
 
-  {
-    nvtx3::scoped_range range("gemm_ceiling");
-    std::string gemm_error;
-    if (!measure_gemm_ceiling(&record->gemm_tflops, &record->gemm_problem, &gemm_error)) {
-      std::fprintf(stderr, "flashcore-bench: warning: GEMM ceiling not measured: %s\n",
-                   gemm_error.c_str());
-      record->gemm_tflops = 0;
+  // A run that `profile` starts under ncu reports no ceilings: its results.json is read only for
+  // the provider and status, and the ceilings would cost ncu's interception for nothing.
+  if (!options.profiled_launch) {
+    {
+      nvtx3::scoped_range range("gemm_ceiling");
+      std::string gemm_error;
+      if (!measure_gemm_ceiling(&record->gemm_tflops, &record->gemm_problem, &gemm_error)) {
+        std::fprintf(stderr, "flashcore-bench: warning: GEMM ceiling not measured: %s\n",
+                     gemm_error.c_str());
+        record->gemm_tflops = 0;
+      }
     }
-  }
-  {
-    nvtx3::scoped_range range("copy_ceiling");
-    std::string copy_error;
-    if (!measure_copy_ceiling(&record->copy_gbps, &record->copy_problem, &copy_error)) {
-      std::fprintf(stderr, "flashcore-bench: warning: copy ceiling not measured: %s\n",
-                   copy_error.c_str());
-      record->copy_gbps = 0;
+    {
+      nvtx3::scoped_range range("copy_ceiling");
+      std::string copy_error;
+      if (!measure_copy_ceiling(&record->copy_gbps, &record->copy_problem, &copy_error)) {
+        std::fprintf(stderr, "flashcore-bench: warning: copy ceiling not measured: %s\n",
+                     copy_error.c_str());
+        record->copy_gbps = 0;
+      }
     }
   }
 
@@ -271,6 +290,8 @@ bool run_lab(const Options& options, const Knobs& knobs, RunRecord* record, std:
       const auto args_it = options.target_args.find(t.name());
       const TargetArgs* args = args_it == options.target_args.end() ? nullptr : &args_it->second;
       const std::string backend = backend_for(t, knobs, args);
+      // The peer added to every case is a reference for the timings, not a profiling target.
+      const bool profiled = options.profiled_launch && (ti != peer_index || peer_selected);
       progress.start(t.name(), w.c);
       Result r;
       if (!prepared) {
@@ -278,9 +299,9 @@ bool run_lab(const Options& options, const Knobs& knobs, RunRecord* record, std:
         r.outcome = Outcome::kSkipped;
         r.reason = "case not prepared: " + why;
       } else if (t.workload->engine == Engine::kCudnn) {
-        r = run_cudnn_target(t, data, options.profile, stream);
+        r = run_cudnn_target(t, data, options.profile, profiled, stream);
       } else {
-        r = run_library_target(t, backend, args, data, options.profile, stream);
+        r = run_library_target(t, backend, args, data, options.profile, profiled, stream);
       }
       progress.finish(r);
       ordered.emplace_back(ti, std::move(r));
