@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # compute-sanitizer memcheck, racecheck and synccheck over a GPU-suite subset that runs every sm90
-# instantiation (both softcap variants) and every sm80 tile, each on a small shape so racecheck's
-# slowdown stays in minutes. Prints each tool's ERROR SUMMARY and keeps the logs.
+# instantiation (both softcap variants), every sm90 small-grid tile and every sm80 tile, each on a
+# small shape so racecheck's slowdown stays in minutes. Prints each tool's ERROR SUMMARY and keeps
+# the logs.
 # Usage: scripts/sanitize.sh [OUT_DIR]   (FLASHCORE_GPU_TESTS: the suite binary, default build/sm90)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -9,8 +10,9 @@ out="${1:-lab-out/sanitize}"
 tests="${FLASHCORE_GPU_TESTS:-build/sm90/tests/flashcore_gpu_tests}"
 mkdir -p "$out"
 # sm90: head dims 32..256 step 32 (one per instantiation) and 40/72/.. (the softcap variant, and
-# head dims rounded up to an instantiation). sm80: one case per head dim runs every backend and,
-# for sm80, every tile (large, small, the wgmma tiles); the split case runs split-KV and combine.
+# head dims rounded up to an instantiation). One case per head dim runs every backend and, for
+# sm80 and sm90, every tile (large, small, and sm90's medium and cta-pair); the split case runs
+# split-KV and combine.
 filter='*Sm90HeadDimTest*'
 for d in 32 40 64 72 96 128 160 192 200 224 256; do filter+="/*_d${d}_*:*Sm90HeadDimTest*"; done
 filter="${filter%:\*Sm90HeadDimTest\*}"

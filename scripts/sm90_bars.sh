@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sm90 issue's measurements that the FA3 grid does not cover, each with cuDNN in the same run:
 # the head-dim table (every multiple of 16, 32..256, B4 H16 S4096 bf16), GQA 8:1 against MHA at
-# hd128 S8k, and the launch-bound shapes auto leaves to sm80 (decode and the canonical shape).
+# hd128 S8k, and the launch-bound shapes auto leaves to the small-grid tiles (decode and the
+# canonical shape).
 # Usage: scripts/sm90_bars.sh BENCH_BINARY OUT_DIR
 set -uo pipefail
 bench="$1"

@@ -30,32 +30,51 @@ enum class Backend {
   kScalar,   // one fused kernel, online softmax on CUDA cores (no tensor cores)
   kWmma,     // fused, nvcuda::wmma 16x16x16 tensor cores: the lab's "tensor cores, first try"
   kSm80,     // FlashAttention-2 class: mma.sync m16n8k16, ldmatrix, cp.async pipeline (sm80+)
-  // FlashAttention-3 class, Hopper (sm_90) only: TMA loads, wgmma, warp-specialized persistent
+  // Hopper (sm_90) only. FlashAttention-3 class: TMA loads, wgmma, warp-specialized persistent
   // CTAs with pingpong and intra-warpgroup overlap; every head dim that is a multiple of 8 up to
-  // 256. kAuto picks it on sm_90 except for grids of at most one 128-row query tile per two SMs
-  // (short sequences at small batch x heads), where sm80's small-grid tiles and split-KV win.
+  // 256. Grids too small for that kernel (short sequences at small batch x heads, decode) run
+  // small-grid tiles instead: the sm80 schedule with wgmma, cluster pairs and programmatic
+  // dependent launch (head dims 64, 128, 256). kAuto picks it on sm_90 except for the few small
+  // grids where the sm80 backend's large tile was measured faster.
   kSm90,
 };
 
-// CTA tile of the tensor-core kernel (sm80 backend; the others have one tile and ignore this).
-// kAuto takes the large tile unless its grid leaves SMs idle. Forcing one is for tests, the lab
-// and tuning; a forced tile the device cannot hold fails with kUnsupported.
+// CTA tile of the tensor-core backends (sm80, sm90; the others have one tile and ignore this),
+// named by its shape and how it splits the work, whatever instructions a backend runs it with.
+// kAuto lets the backend pick: the large tile unless its grid leaves SMs idle. Forcing one is for
+// tests, the lab and tuning. A backend without the forced tile, or a device that cannot hold it,
+// fails with kUnsupported; with Backend::kAuto the first backend (fastest first) that has it runs.
+// The values are the C ABI's `tile` (flashcore.h): new shapes are appended, never renumbered.
 enum class TileShape {
   kAuto,
-  kLarge,  // 128-row CTAs (64 at hd256), every warp sees every key: grids that fill the GPU
-  kSmall,  // 32-row CTAs whose warps split each K/V tile by keys: small batch x heads x seqlen
-  // The small-grid schedule on Hopper: 64-row CTAs whose key groups are warpgroups issuing wgmma
-  // (sm_90a; head_dim 64). kAuto takes it on sm_90 instead of kSmall once kSmall's grid is past
-  // one wave.
-  kWarpgroup,
-  // Hopper, head_dim 64: one-warpgroup CTAs (wgmma) in clusters of two that split each 64-row
-  // query tile's keys and merge through distributed shared memory. kAuto takes it instead of
-  // kWarpgroup once kWarpgroup's grid is past one wave. Splits the keys itself: num_splits 0 or 1.
-  kWarpgroupPair,
+  // The backend's tile for grids that fill the GPU. sm80: 128-row CTAs (64 at hd256) whose warps
+  // each see every key. sm90: its persistent warp-specialized kernel (128- or 192-row tiles).
+  kLarge,
+  // 32-row CTAs whose warps split each K/V tile by keys (four key groups; two at hd256), merged
+  // in shared memory: small batch x heads x seqlen. sm80, and sm90 (launched dependently).
+  kSmall,
+  // 64-row CTAs whose four key groups (of four warps each) split each K/V tile by keys: twice the
+  // rows of kSmall per CTA, for small grids past one wave of kSmall. sm90 only, head_dim 64.
+  kMedium,
+  // 64-row query tiles whose keys are split in halves between the two CTAs of a cluster, which
+  // merge their softmax states through distributed shared memory: small grids past one wave of
+  // kMedium. sm90 only, head_dim 64; it splits the keys itself, so num_splits 0 or 1.
+  kCtaPair,
+  // Deprecated names of kMedium and kCtaPair, from when the sm80 backend ran them (wgmma
+  // warpgroups); the same values, so code and C callers that use them keep working.
+  kWarpgroup [[deprecated("use TileShape::kMedium")]] = kMedium,
+  kWarpgroupPair [[deprecated("use TileShape::kCtaPair")]] = kCtaPair,
 };
 // The names parse_tile_shape() accepts, in TileShape order (the lab's --tile, Python's tile=).
-inline constexpr const char* kTileShapeNames[] = {"auto", "large", "small", "warpgroup",
-                                                  "warpgroup-pair"};
+inline constexpr const char* kTileShapeNames[] = {"auto", "large", "small", "medium", "cta-pair"};
+// Deprecated names parse_tile_shape() also accepts, and the shape each stands for: the names of
+// kMedium and kCtaPair before they moved to the sm90 backend, so existing scripts keep working.
+struct TileShapeAlias {
+  const char* name;
+  TileShape tile;
+};
+inline constexpr TileShapeAlias kDeprecatedTileShapeNames[] = {
+    {"warpgroup", TileShape::kMedium}, {"warpgroup-pair", TileShape::kCtaPair}};
 
 enum class StatusCode {
   kOk,
@@ -152,7 +171,7 @@ struct AttentionParams {
   // count and sizes, 1 disables splitting, n > 1 splits Sk across n CTAs per query tile.
   int num_splits = 0;
   TileShape tile = TileShape::kAuto;
-  // Programmatic dependent launch (sm_90+; the sm80 backend's small-grid tiles, unsplit): the
+  // Programmatic dependent launch (the sm90 backend's small-grid tiles, unsplit): the
   // kernel may be scheduled while the previous kernel in the stream still runs, and waits for it
   // to finish before its first memory access, so its launch and setup overlap that kernel's tail.
   // It also lets the next kernel, if that one is launched this way, start while this one runs.
@@ -192,7 +211,8 @@ std::vector<Backend> backends();
 const char* backend_name(Backend backend);
 // Parses a backend_name(); returns false for an unknown name.
 bool parse_backend(const std::string& name, Backend* backend);
-// Parses one of kTileShapeNames; returns false for any other name.
+// Parses one of kTileShapeNames, or a deprecated one of kDeprecatedTileShapeNames; returns false
+// for any other name.
 bool parse_tile_shape(const std::string& name, TileShape* tile);
 
 }  // namespace flashcore

@@ -41,7 +41,8 @@ typedef struct {
   float softcap;                     /* 0: off */
   const char* backend;               /* NULL or "auto", or a provider name such as "scalar" */
   int num_splits;                    /* split-KV: 0 heuristic, 1 off, n forced */
-  int tile;        /* CTA tile (sm80): 0 auto, 1 large, 2 small, 3 warpgroup, 4 warpgroup pair */
+  int tile; /* CTA tile (sm80, sm90): 0 auto, 1 large, 2 small, 3 medium, 4 cta pair (3 and 4 were
+             * named warpgroup and warpgroup pair; same values) */
   int enable_pdl;  /* programmatic dependent launch where it applies (sm_90+): 1 (init) or 0 */
   void* stream;    /* cudaStream_t; NULL is the legacy default stream */
   void* workspace; /* optional; NULL lets the call allocate what it needs */

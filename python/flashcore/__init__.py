@@ -64,18 +64,20 @@ def attention(
     backend: "auto" or one of providers().
     num_splits: split-KV count of the tensor-core kernels (sm90, sm80): 0 picks one from the SM
     count and the sizes, 1 turns splitting off, n > 1 splits the keys across n CTAs per query tile.
-    tile: the sm80 kernel's CTA tile (any but "auto" leaves auto to sm80), "auto", "large",
-    "small" (32-row CTAs whose warps split the keys; auto takes it when the large tile's grid
-    leaves SMs idle) or "warpgroup" (Hopper, head
-    dim 64: 64-row CTAs of wgmma warpgroups that split the keys; auto takes it instead of the
-    small tile once that one's grid is past one wave) or "warpgroup-pair" (Hopper, head dim 64:
-    one-warpgroup CTAs in clusters of two that split the keys; auto takes it once the warpgroup
-    tile's grid is past one wave; num_splits must be 0 or 1). All are for tuning and tests; every choice
-    computes the same attention, and a tile the GPU or head dim cannot run raises ValueError.
-    enable_pdl: programmatic dependent launch on Hopper and newer (FlashInfer's enable_pdl): the
-    small-grid kernels may start while the previous kernel on the stream finishes and wait for it
-    before touching memory, which hides part of a launch. Same results either way; no effect on
-    older GPUs or other backends.
+    tile: the CTA tile of the tensor-core backends (sm80, sm90; with backend "auto" a forced tile
+    runs on the first provider that has it): "auto", "large" (the tile for grids that fill the
+    GPU; on sm90 its persistent kernel), "small" (32-row CTAs whose warps split the keys; auto
+    takes it when the large tile's grid leaves SMs idle), "medium" (sm90, head dim 64: 64-row CTAs
+    whose four key groups split the keys; auto takes it instead of the small tile once that one's
+    grid is past one wave) or "cta-pair" (sm90, head dim 64: the keys of each 64-row tile split
+    between the two CTAs of a cluster; auto takes it once the medium tile's grid is past one wave;
+    num_splits must be 0 or 1). "warpgroup" and "warpgroup-pair" are deprecated names of "medium"
+    and "cta-pair". All are for tuning and tests; every choice computes the same attention, and a
+    tile the provider, GPU or head dim cannot run raises ValueError.
+    enable_pdl: programmatic dependent launch (FlashInfer's enable_pdl) for the sm90 backend's
+    small-grid tiles: they may start while the previous kernel on the stream finishes and wait for
+    it before touching memory, which hides part of a launch. Same results either way; no effect on
+    other kernels.
     out / lse_out: arrays to write into; allocated when omitted (torch: torch.empty; other
     arrays: their __array_namespace__'s empty_like / empty).
     stream: the cudaStream_t as an int; default: torch's current stream for torch tensors, else 0
@@ -100,8 +102,7 @@ def attention(
         raise TypeError(f"num_splits must be an int (0 = heuristic), got {num_splits!r}")
     if not isinstance(tile, str):
         raise TypeError(
-            f"tile must be a str ('auto', 'large', 'small', 'warpgroup' or 'warpgroup-pair'), "
-            f"got {tile!r}"
+            f"tile must be a str ('auto', 'large', 'small', 'medium' or 'cta-pair'), got {tile!r}"
         )
     if not isinstance(enable_pdl, bool):
         raise TypeError(f"enable_pdl must be a bool, got {enable_pdl!r}")

@@ -189,10 +189,9 @@ class DeviceGuard {
 flashcore::TileShape tile_from(const std::string& name) {
   flashcore::TileShape tile = flashcore::TileShape::kAuto;
   if (flashcore::parse_tile_shape(name, &tile)) return tile;
-  throw nb::value_error(("tile '" + name +
-                         "' is unknown; use 'auto', 'large', 'small', 'warpgroup' or "
-                         "'warpgroup-pair'")
-                            .c_str());
+  throw nb::value_error(
+      ("tile '" + name + "' is unknown; use 'auto', 'large', 'small', 'medium' or 'cta-pair'")
+          .c_str());
 }
 
 // Returns the provider that ran. Raises TypeError for dtypes, ValueError for every other bad

@@ -132,6 +132,12 @@ bool parse_tile_shape(const std::string& name, TileShape* tile) {
       return true;
     }
   }
+  for (const TileShapeAlias& alias : kDeprecatedTileShapeNames) {
+    if (name == alias.name) {
+      *tile = alias.tile;
+      return true;
+    }
+  }
   return false;
 }
 

@@ -181,9 +181,9 @@ Status validate_arguments(const AttentionParams& p) {
         cat("num_splits is ", p.num_splits, "; use 0 (heuristic), 1 (off) or a split count"));
   }
   if (p.tile != TileShape::kAuto && p.tile != TileShape::kLarge && p.tile != TileShape::kSmall &&
-      p.tile != TileShape::kWarpgroup && p.tile != TileShape::kWarpgroupPair) {
+      p.tile != TileShape::kMedium && p.tile != TileShape::kCtaPair) {
     return invalid(cat("tile is ", static_cast<int>(p.tile),
-                       "; use TileShape::kAuto, kLarge, kSmall, kWarpgroup or kWarpgroupPair"));
+                       "; use TileShape::kAuto, kLarge, kSmall, kMedium or kCtaPair"));
   }
   if (p.causal && p.window_right > 0) {
     return invalid(cat("causal=true conflicts with window_right=", p.window_right,

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
+#include "common/launch.hpp"
 #include "sm80/fwd_params.hpp"
-#include "sm80/launch.hpp"
 #include "sm80/tile_io.hpp"
 
 namespace flashcore::sm80 {
@@ -62,10 +62,10 @@ template <typename Element>
 cudaError_t launch_combine(const FwdParams& p, int head_dim, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q;
   const int64_t vectors = rows * (head_dim / kCombineVector);
-  LaunchShape shape;
+  detail::LaunchShape shape;
   shape.grid = dim3(static_cast<unsigned>((vectors + kCombineThreads - 1) / kCombineThreads));
   shape.threads = kCombineThreads;
-  return launch_kernel(combine_kernel<Element>, shape, stream, p, head_dim);
+  return detail::launch_kernel(combine_kernel<Element>, shape, stream, p, head_dim);
 }
 
 }  // namespace flashcore::sm80

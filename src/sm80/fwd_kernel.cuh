@@ -2,11 +2,12 @@
 // KV split). The Q tile stays in shared memory and each warp runs S = QK^T, online softmax and
 // O += PV on its own rows and its own slice of each K/V tile: with one key group (TileConfig) a
 // warp sees every key; with kKeyGroups > 1 (SmallGridTileConfig) the groups' states merge at the
-// end (key_group_merge.hpp). On Hopper the hd64 warpgroup tile runs the same schedule with each
-// key group a warpgroup issuing wgmma (warpgroup_mma.hpp); the cluster-pair tile is one such
-// warpgroup per CTA, and the two CTAs of a cluster split the keys and merge through distributed
-// shared memory (cluster_pair_merge.hpp). K/V stream through shared memory in one
-// of two schedules (the tile table picks, kernel_traits.hpp):
+// end (key_group_merge.hpp). What differs between architectures comes from the tile config's
+// policies (kernel_traits.hpp): the MMA a key group issues, whether the CTAs of a cluster split a
+// query tile's keys and merge, and whether the kernel waits for the previous grid. The sm_80 tables
+// take the sm_80 policies; the Hopper tiles that run this schedule (src/sm90/small_grid/) bring
+// theirs. K/V stream through shared memory in one of two schedules (the tile table picks,
+// kernel_traits.hpp):
 //  - kStages == 1: one K and one V tile, two barriers per KV step (FlashAttention-2): V lands while
 //    the warps run QK^T and the softmax, the next K lands while they run PV. Fewest registers
 //    (loads are issued where S is dead), for the register-bound hd128/hd256 tiles.
@@ -17,18 +18,15 @@
 
 #include <cstdint>
 
+#include "common/launch.hpp"
 #include "common/online_softmax.hpp"
-#include "sm80/cluster_pair_merge.hpp"
-#include "sm80/dependent_launch.hpp"
 #include "sm80/epilogue.hpp"
 #include "sm80/fwd_params.hpp"
 #include "sm80/kernel_traits.hpp"
 #include "sm80/key_group_merge.hpp"
-#include "sm80/launch.hpp"
 #include "sm80/mainloop.hpp"
 #include "sm80/tile_io.hpp"
 #include "sm80/tile_scheduler.hpp"
-#include "sm80/warpgroup_mma.hpp"
 
 namespace flashcore::sm80 {
 
@@ -50,7 +48,7 @@ __device__ __forceinline__ KvBlockRange kv_block_range(const FwdParams& p, int r
   const int first = first_key / Traits::kBlockKV;
   const int last = (end_key + Traits::kBlockKV - 1) / Traits::kBlockKV;
   // Small-grid tiles divide without a branch (FastDivisor); for the others a uniform branch
-  // spares the unsplit common case an integer division. A cluster pair splits in halves.
+  // spares the unsplit common case an integer division. The CTAs of a cluster split evenly.
   const int per_split =
       Traits::kClusterCtas > 1 ? (last - first + Traits::kClusterCtas - 1) / Traits::kClusterCtas
       : Traits::kKeyGroups > 1 ? p.split_divisor.divide(last - first + p.num_splits - 1)
@@ -85,14 +83,15 @@ template <typename Traits>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     fwd_kernel(const __grid_constant__ FwdParams p) {
   using Element = typename Traits::Element;
-  // 1024: wgmma's 128-byte swizzle is anchored to 1024-byte boundaries (warpgroup_mma.hpp).
+  // 1024: the largest alignment an Mma policy asks of its operands (Hopper's wgmma: its 128-byte
+  // swizzle is anchored to 1024-byte boundaries).
   extern __shared__ __align__(1024) char smem[];
   char* const q_smem = smem;
   char* const kv_smem = smem + Traits::kQBytes;  // [stage][K, V]
 
   const int tid = threadIdx.x;
-  if constexpr (Traits::kSmallGrid) allow_dependent_launch();
-  if constexpr (Traits::kClusterCtas > 1) announce_cluster_cta_running();
+  Traits::GridDependency::allow_dependent_launch();
+  Traits::CtaSplit::on_kernel_entry();
   const WarpRole role = warp_role<Traits>(tid);
   const int lane = role.lane, row_warp = role.row_warp, key_group = role.key_group;
   const OutputTile tile = output_tile<Traits>(p, fresh_thread_index());
@@ -104,8 +103,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       kEarlyAddresses ? tile_addresses<Traits>(p, tile) : TileAddresses<Element>{};
   const KvBlockRange range = kv_block_range<Traits>(p, tile.row_begin, tile.row_end, tile.split);
   // The first global access (store_empty's or the Q load) comes after this.
-  if constexpr (Traits::kSmallGrid) wait_for_prior_grid();
-  // A cluster CTA with no keys still merges: its empty state (max -inf, sum 0, O 0) has weight 0.
+  Traits::GridDependency::wait_for_prior_grid();
+  // A CTA of a cluster split with no keys still merges: its empty state (max -inf, sum 0, O 0) has
+  // weight 0.
   if (Traits::kClusterCtas == 1 && range.begin == range.end) {
     store_empty<Traits>(p, tile, tid);
     return;
@@ -129,10 +129,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   // This warp's keys of a K/V tile start this many bytes in (slices are whole rows, multiples of
   // 8 of them, so the swizzle of a slice is the tile's).
   const int slice_offset = key_group * Traits::kSliceBytes;
-  // A warp whose rows are all past seqlen_q (short Sq, e.g. decode) only helps load. A wgmma
-  // needs its whole warpgroup, so there every warp computes (rows past the end are zero-filled
-  // Q, finite, and never stored).
-  const bool warp_has_rows = Traits::kWarpgroupMma || tile.row_begin + warp_row0 < tile.row_end;
+  // A warp whose rows are all past seqlen_q (short Sq, e.g. decode) only helps load, unless the
+  // Mma policy needs every warp (a warpgroup MMA): then rows past the end are zero-filled Q,
+  // finite, and never stored.
+  const bool warp_has_rows =
+      Traits::Mma::kEveryWarpComputes || tile.row_begin + warp_row0 < tile.row_end;
   float o[Traits::kWarpMTiles][Traits::kOutNTiles][4];
 #pragma unroll
   for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
@@ -158,11 +159,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   auto scores = [&](int block, const char* k_tile, ProbFragT& probs) {
     const int key0 = block * Traits::kBlockKV + key_group * Traits::kBlockN;
     float s[Traits::kWarpMTiles][Traits::kScoreNTiles][4];
-    if constexpr (Traits::kWarpgroupMma) {
-      gemm_qk_warpgroup<Traits>(q_smem, k_tile + slice_offset, s);
-    } else {
-      gemm_qk<Traits>(q_smem, k_tile + slice_offset, warp_row0, lane, s);
-    }
+    Traits::Mma::template gemm_qk<Traits>(q_smem, k_tile + slice_offset, warp_row0, lane, s);
     if (p.prescale) prescale_scores<Traits>(p, s);
     // Interior tiles of the mask (and every tile without one, except the key tail) skip the
     // per-element test.
@@ -173,17 +170,13 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   };
 
   auto pv = [&](const char* v_slice, const ProbFragT& probs) {
-    if constexpr (Traits::kWarpgroupMma) {
-      gemm_pv_warpgroup<Traits>(v_slice, probs, o);
-    } else {
-      gemm_pv<Traits>(v_slice, lane, probs, o);
-    }
+    Traits::Mma::template gemm_pv<Traits>(v_slice, lane, probs, o);
   };
-  // After a cp.async wait: publishes the landed tiles to every warp (and, for wgmma, to the async
-  // proxy that reads them). One barrier after the wait's branches, not one in each: that doubled
-  // barrier moved the large tiles' code and cost hd128 3% (docs/perf.md v8).
+  // After a cp.async wait: publishes the landed tiles to every warp (and to whatever proxy the Mma
+  // policy reads them through). One barrier after the wait's branches, not one in each: that
+  // doubled barrier moved the large tiles' code and cost hd128 3% (docs/perf.md v8).
   auto publish_copies = [] {
-    if constexpr (Traits::kWarpgroupMma) fence_copies_for_warpgroup_mma();
+    Traits::Mma::fence_copies();
     __syncthreads();
   };
 
@@ -261,7 +254,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   }
   if constexpr (Traits::kClusterCtas > 1) {
     if (range.end <= range.begin) {
-      // A cluster-pair CTA whose half of the keys is empty (the other tiles returned above):
+      // A CTA of a cluster split whose share of the keys is empty (the other tiles returned above):
       // nothing waited for the first cp.async group, which carries Q, and the epilogue stages O
       // in Q's buffer. Wait for it, and for every thread's copies, first (racecheck: the Q copy
       // and the O staging wrote the same bytes).
@@ -276,15 +269,15 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   const OutputTile out_tile = output_tile<Traits>(p, now);
   const WarpRole out_role = warp_role<Traits>(now.tid);
   if constexpr (Traits::kClusterCtas > 1) {
-    // Each CTA of the pair stores its half of the columns; LSE comes from rank 0.
+    // Each CTA of the cluster stores its share of the columns; LSE comes from rank 0.
     const int rank = out_tile.split;
-    constexpr int kHalfTiles = Traits::kOutNTiles / 2;
-    float merged[Traits::kWarpMTiles][kHalfTiles][4];
-    merge_cluster_pair<Traits, Traits::kOutNTiles>(smem + Traits::kWorkBytes, now.tid, rank,
-                                                   p.exp_factor, softmax, o, merged);
+    constexpr int kShareTiles = Traits::kOutNTiles / Traits::kClusterCtas;
+    float merged[Traits::kWarpMTiles][kShareTiles][4];
+    Traits::CtaSplit::template merge<Traits, Traits::kOutNTiles>(
+        smem + Traits::kWorkBytes, now.tid, rank, p.exp_factor, softmax, o, merged);
     softmax.finalize</*kFast=*/true>(p.exp_factor, inv_sum, lse);
-    store_output<Traits, kHalfTiles>(p, out_tile, q_smem, out_role.row_warp, out_role.lane,
-                                     rank * kHalfTiles, merged, inv_sum, lse, rank == 0);
+    store_output<Traits, kShareTiles>(p, out_tile, q_smem, out_role.row_warp, out_role.lane,
+                                      rank * kShareTiles, merged, inv_sum, lse, rank == 0);
   } else if constexpr (Traits::kKeyGroups > 1) {
     // Every warp merges and stores its key group's share of the columns; LSE comes from group 0.
     float merged[Traits::kWarpMTiles][kMergeNTiles<Traits>][4];
@@ -304,8 +297,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
 }
 
 // Launches fwd_kernel<Traits> on its planned grid: (num_m_blocks * num_splits, heads, batch), in
-// clusters of kClusterCtas along x (a cluster pair's CTAs share a query tile; its num_splits is 1).
-// dependent: with programmatic dependent launch (launch.hpp).
+// clusters of kClusterCtas along x (a cluster's CTAs share a query tile; its num_splits is 1).
+// dependent: with programmatic dependent launch (common/launch.hpp) if the tile's GridDependency
+// waits for the previous grid before its first global access; a kernel that does not is always
+// launched plainly.
 template <typename Traits>
 cudaError_t launch_fwd_kernel(const FwdParams& p, bool dependent, cudaStream_t stream) {
   const auto kernel = fwd_kernel<Traits>;
@@ -314,14 +309,14 @@ cudaError_t launch_fwd_kernel(const FwdParams& p, bool dependent, cudaStream_t s
       err != cudaSuccess) {
     return err;
   }
-  LaunchShape shape;
+  detail::LaunchShape shape;
   shape.grid = dim3(static_cast<unsigned>(p.num_m_blocks * p.num_splits * Traits::kClusterCtas),
                     static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
   shape.threads = Traits::kThreads;
   shape.smem_bytes = Traits::kSmemBytes;
   shape.cluster_ctas = Traits::kClusterCtas;
-  shape.dependent = dependent;
-  return launch_kernel(kernel, shape, stream, p);
+  shape.dependent = dependent && Traits::GridDependency::kWaitsForPriorGrid;
+  return detail::launch_kernel(kernel, shape, stream, p);
 }
 
 }  // namespace flashcore::sm80

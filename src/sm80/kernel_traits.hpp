@@ -1,5 +1,7 @@
 // Tile configuration of the sm80 forward kernel, one table entry per head dim, and the numbers
-// derived from it (warps, fragments, shared memory). This is the only place tile sizes live.
+// derived from it (warps, fragments, shared memory). This is the only place the sm_80 tile sizes
+// live; the Hopper tiles that reuse this schedule have theirs in
+// src/sm90/small_grid/tile_table.hpp.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -83,54 +85,54 @@ struct SmallGridTileConfig<256> {
                        kMinCtasPerSm = 1;
 };
 
-// Hopper (sm_90a) small-grid tile for hd64: the same CTA schedule, but each key group is a
-// warpgroup of four row warps that issues wgmma (warpgroup_mma.hpp) instead of per-warp mma.sync.
-// One m64n64k16 wgmma reads its K (or V) fragment from shared memory once for 64 rows, where
-// mma.sync's ldmatrix reads it once per 16-row warp, and Hopper runs wgmma at about twice
-// mma.sync's rate. wgmma's M is 64, so a CTA takes 64 rows: half the small tile's CTAs, each
-// with twice the work. That wins once the small tile's grid is past one wave and loses below
-// (with_variant in sm80_fwd.cu; docs/perf.md v8). Four warpgroups, not two: at B1 H8 S1024 two
-// (128-key KV steps) took 12.9 us against 11.8.
-// 8 KiB Q + 2 stages x (32 KiB K + 32 KiB V) = 136 KiB; 16 warps, 118 registers (sm_90a).
-template <int kHeadDim>
-struct WarpgroupTileConfig;
-template <>
-struct WarpgroupTileConfig<64> {
-  static constexpr int kBlockM = 64, kBlockN = 64, kRowWarps = 4, kKeyGroups = 4, kStages = 2,
-                       kMinCtasPerSm = 1;
-  static constexpr bool kWarpgroupMma = true;
+// What the schedule of fwd_kernel.cuh leaves to the architecture that runs it. A tile config may
+// name a policy of each kind; the tables above name none and get the sm_80 ones:
+//  - Mma: how a key group runs S = Q K^T and O += P V on its slice of a K/V tile. WarpMma
+//    (mainloop.hpp): each warp issues mma.sync on its own m16 rows.
+//  - CtaSplit: how many CTAs split one query tile's keys (consecutive CTAs along x, launched as a
+//    cluster of that size) and how their softmax states merge. SingleCta: one CTA sees every key.
+//  - GridDependency: whether the kernel may start while the previous kernel in the stream still
+//    runs. Independent: it may not, and is launched plainly.
+// Hopper's policies (wgmma, cluster pairs merging through distributed shared memory, programmatic
+// dependent launch) live in src/sm90/small_grid/; nothing here depends on them.
+struct WarpMma;  // mainloop.hpp
+struct SingleCta {
+  static constexpr int kClusterCtas = 1;
+  // Floats per thread that a CTA of the split receives from the others: none.
+  static constexpr int exchange_floats(int /*warp_m_tiles*/, int /*out_n_tiles*/) { return 0; }
+  __device__ __forceinline__ static void on_kernel_entry() {}
+};
+struct Independent {
+  static constexpr bool kWaitsForPriorGrid = false;
+  __device__ __forceinline__ static void allow_dependent_launch() {}
+  __device__ __forceinline__ static void wait_for_prior_grid() {}
 };
 
-// Hopper (sm_90a) tile for hd64 grids past what WarpgroupTileConfig holds in one wave: one
-// warpgroup per CTA (its only key group), and the two CTAs of a cluster split each 64-row query
-// tile's keys, merging their softmax states through distributed shared memory
-// (cluster_pair_merge.hpp). Against the four-warpgroup CTA this halves each CTA's serial KV walk
-// without a 16-warp merge, and a small CTA (40 KiB, 128 threads; 50 KiB with the exchange area)
-// lets four of them share an SM, so e.g. B1 H8 S2048's 512 CTAs run as one wave (docs/perf.md
-// v11). A two-stage ring: three stages fit only three CTAs per SM, four stages two.
-template <int kHeadDim>
-struct WarpgroupPairTileConfig;
-template <>
-struct WarpgroupPairTileConfig<64> {
-  static constexpr int kBlockM = 64, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 2,
-                       kMinCtasPerSm = 1;
-  static constexpr bool kWarpgroupMma = true;
-  static constexpr int kClusterCtas = 2;
+// The policy of one kind a tile config names, or the sm_80 default.
+template <typename Config, typename = void>
+struct MmaOf {
+  using type = WarpMma;
 };
-
-// Whether a tile config runs its GEMMs as sm_90a wgmma (WarpgroupTileConfig) or mma.sync.
-template <typename Config, typename = void>
-inline constexpr bool kUsesWarpgroupMma = false;
 template <typename Config>
-inline constexpr bool kUsesWarpgroupMma<Config, std::void_t<decltype(Config::kWarpgroupMma)>> =
-    Config::kWarpgroupMma;
-
-// How many CTAs of a cluster split one query tile's keys (WarpgroupPairTileConfig); 1 elsewhere.
+struct MmaOf<Config, std::void_t<typename Config::Mma>> {
+  using type = typename Config::Mma;
+};
 template <typename Config, typename = void>
-inline constexpr int kClusterCtasOf = 1;
+struct CtaSplitOf {
+  using type = SingleCta;
+};
 template <typename Config>
-inline constexpr int kClusterCtasOf<Config, std::void_t<decltype(Config::kClusterCtas)>> =
-    Config::kClusterCtas;
+struct CtaSplitOf<Config, std::void_t<typename Config::CtaSplit>> {
+  using type = typename Config::CtaSplit;
+};
+template <typename Config, typename = void>
+struct GridDependencyOf {
+  using type = Independent;
+};
+template <typename Config>
+struct GridDependencyOf<Config, std::void_t<typename Config::GridDependency>> {
+  using type = typename Config::GridDependency;
+};
 
 template <typename Element>
 struct MmaAtomFor;
@@ -148,6 +150,9 @@ struct KernelTraits {
   using Element = Element_;
   using Config = Config_;
   using MmaAtom = typename MmaAtomFor<Element>::Atom;
+  using Mma = typename MmaOf<Config>::type;
+  using CtaSplit = typename CtaSplitOf<Config>::type;
+  using GridDependency = typename GridDependencyOf<Config>::type;
 
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = Config::kBlockM;
@@ -156,8 +161,7 @@ struct KernelTraits {
   static constexpr int kKeyGroups = Config::kKeyGroups;
   static constexpr int kStages = Config::kStages;
   static constexpr int kMinCtasPerSm = Config::kMinCtasPerSm;
-  static constexpr bool kWarpgroupMma = kUsesWarpgroupMma<Config>;
-  static constexpr int kClusterCtas = kClusterCtasOf<Config>;
+  static constexpr int kClusterCtas = CtaSplit::kClusterCtas;
   // The small-grid tiles (keys split across warps or CTAs) take the branch-free setup.
   static constexpr bool kSmallGrid = kKeyGroups > 1 || kClusterCtas > 1;
   static constexpr int kWarps = kRowWarps * kKeyGroups;
@@ -174,17 +178,15 @@ struct KernelTraits {
   static constexpr int kKVTileBytes = kBlockKV * kHeadDim * 2;             // one of K or V
   static constexpr int kSliceBytes = kBlockN * kHeadDim * 2;               // one warp's keys of it
   static constexpr int kWorkBytes = kQBytes + kStages * 2 * kKVTileBytes;  // Q, [stage][K, V]
-  // A cluster pair's exchange area (cluster_pair_merge.hpp), apart from the Q and K/V tiles this
-  // CTA may still be reading when the partner's half arrives: per thread, half of its O columns
-  // plus the two rows' max and sum of each m16 tile.
-  static constexpr int kExchangeFloats =
-      kClusterCtas == 1 ? 0 : kWarpMTiles * (kOutNTiles / kClusterCtas * 4 + 4);
+  // Where the CTAs of a split exchange their states (CtaSplit), apart from the Q and K/V tiles this
+  // CTA may still be reading when the others' states arrive.
+  static constexpr int kExchangeFloats = CtaSplit::exchange_floats(kWarpMTiles, kOutNTiles);
   static constexpr int kExchangeBytes = kThreads * kExchangeFloats * 4;
   static constexpr int kSmemBytes = kWorkBytes + kExchangeBytes;
 
   static_assert(kWarpRows % kMmaM == 0, "each warp owns whole m16 tiles");
-  static_assert(kClusterCtas == 1 || (kKeyGroups == 1 && kWarpgroupMma),
-                "a cluster pair is one warpgroup per CTA");
+  static_assert(kClusterCtas == 1 || kKeyGroups == 1,
+                "CTAs that split a query tile's keys do not split them across warps too");
   static_assert(kBlockN % kMmaK == 0 && kHeadDim % kMmaK == 0, "tiles are whole mma k-steps");
 };
 

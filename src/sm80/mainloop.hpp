@@ -158,4 +158,25 @@ __device__ __forceinline__ void gemm_pv(const char* v_smem, int lane, const Prob
   }
 }
 
+// The sm_80 Mma policy of the schedule (kernel_traits.hpp): a key group is kRowWarps warps, each
+// running mma.sync on its own rows.
+struct WarpMma {
+  // A warp whose rows all lie past seqlen_q may skip the math.
+  static constexpr bool kEveryWarpComputes = false;
+
+  template <typename Traits>
+  __device__ __forceinline__ static void gemm_qk(const char* q_smem, const char* k_slice,
+                                                 int warp_row0, int lane, ScoreFrag<Traits>& s) {
+    sm80::gemm_qk<Traits>(q_smem, k_slice, warp_row0, lane, s);
+  }
+  template <typename Traits>
+  __device__ __forceinline__ static void gemm_pv(const char* v_slice, int lane,
+                                                 const ProbFrag<Traits>& p, OutFrag<Traits>& o) {
+    sm80::gemm_pv<Traits>(v_slice, lane, p, o);
+  }
+  // Between a cp.async wait and the barrier that publishes the copies: ldmatrix reads shared memory
+  // through the same (generic) proxy that cp.async wrote it through, so nothing.
+  __device__ __forceinline__ static void fence_copies() {}
+};
+
 }  // namespace flashcore::sm80

@@ -1,6 +1,7 @@
 // Which output tile a CTA computes, and the warp roles inside it: one CTA per (query tile, head,
-// batch, KV split), grid (num_m_blocks * num_splits, heads, batch); a cluster pair's two CTAs
-// (consecutive x) share a query tile, so its grid is (num_m_blocks * 2, heads, batch).
+// batch, KV split), grid (num_m_blocks * num_splits, heads, batch); with a CtaSplit policy of
+// kClusterCtas CTAs (kernel_traits.hpp) those consecutive CTAs along x share a query tile, so the
+// grid is (num_m_blocks * kClusterCtas, heads, batch).
 #pragma once
 
 #include "sm80/epilogue.hpp"

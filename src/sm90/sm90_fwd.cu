@@ -1,6 +1,7 @@
-// Host side of the sm90 backend: the kernel's view of the problem (GQA packing for decode), the
-// persistent grid and split plan, the rejection reasons, and the launch of one instantiation plus,
-// when split, the combine kernel.
+// Host side of the sm90 backend: which of its kernels runs a problem (the persistent kernel, or for
+// grids too small for it the small-grid tiles of small_grid/), and for the persistent kernel the
+// kernel's view of the problem (GQA packing for decode), the grid and split plan, the rejection
+// reasons, and the launch of one instantiation plus, when split, the combine kernel.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "sm90/instantiations.hpp"
 #include "sm90/launch_args.hpp"
 #include "sm90/sm90_fwd.hpp"
+#include "sm90/small_grid/small_grid_fwd.hpp"
 
 namespace flashcore::detail {
 namespace {
@@ -28,11 +30,11 @@ using sm90::LaunchArgs;
 constexpr int64_t kMaxSeqlen = int64_t{1} << 29;
 // A TMA descriptor's strides are at most 2^40 bytes.
 constexpr int64_t kMaxTmaStrideBytes = int64_t{1} << 40;
-// Auto leaves problems of at most half as many 128-row query blocks as SMs to the sm80 backend's
+// The persistent kernel leaves problems of at most half as many 128-row query blocks as SMs to the
 // small-grid tiles and split-KV: measured on the H100 (132 SMs, docs/perf.md sm90 v4), B1 H8 D64
-// fp16 at S1024 (64 blocks) took 10.2 us on sm80 against 15.7 on sm90, and at S2048 (128 blocks)
-// 26.4 us against 23.5. Counted in 128-row blocks whatever the tile, so that the rule stays the
-// measured amount of work.
+// fp16 at S1024 (64 blocks) took 10.2 us on the small-grid tiles against 15.7 on the persistent
+// kernel, and at S2048 (128 blocks) 26.4 us against 23.5. Counted in 128-row blocks whatever the
+// tile, so that the rule stays the measured amount of work.
 constexpr int64_t kSmsPerBlockForSm80 = 2;
 constexpr int64_t kAutoBlockRows = 128;
 // The dynamic schedule's tile counter, at the start of the workspace (split-KV partials, which
@@ -165,6 +167,74 @@ bool stride_fits_tma(int64_t elements, int64_t extent) {
   return extent <= 1 || (elements > 0 && elements * 2 < kMaxTmaStrideBytes);
 }
 
+#if FLASHCORE_HAS_SM90
+// Why the persistent kernel (TileShape::kLarge) cannot run the problem on this sm_90 device, or "".
+const char* persistent_rejects(const Problem& problem, const cudaDeviceProp& device) {
+  const AttentionParams& a = problem.params;
+  const int head_dim = sm90::instantiated_head_dim(a.head_dim);
+  if (head_dim == 0) return "has no kernel for this head_dim; use a multiple of 8 up to 256";
+  // The TMA reads Q, K and V through descriptors whose strides must be positive multiples of 16
+  // bytes below 2^40 (validation already asks for 16-byte alignment).
+  const InputTensor* inputs[] = {&a.q, &a.k, &a.v};
+  const int64_t seqlens[] = {a.seqlen_q, a.seqlen_k, a.seqlen_k};
+  const int64_t heads[] = {a.heads_q, a.heads_kv, a.heads_kv};
+  for (int i = 0; i < 3; ++i) {
+    const Strides& s = inputs[i]->strides;
+    if (!stride_fits_tma(s.seq, seqlens[i]) || !stride_fits_tma(s.head, heads[i]) ||
+        !stride_fits_tma(s.batch, a.batch)) {
+      return "needs Q, K and V strides that are positive and below 2^40 bytes (TMA descriptors)";
+    }
+  }
+  if (const char* why = pruned_reason(a.q.dtype, head_dim); why[0] != '\0') return why;
+  bool has_kernel = false;
+  int smem_bytes = 0;
+  sm90::with_head_dim(head_dim, [&](auto d) {
+    has_kernel = true;
+    smem_bytes = sm90::smem_bytes_head_dim<decltype(d)::value>(a.q.dtype == DType::kBFloat16);
+  });
+  if (!has_kernel) return "has no kernel for this head_dim in this build";
+  if (static_cast<size_t>(smem_bytes) > device.sharedMemPerBlockOptin) {
+    return "needs more shared memory per block than this GPU allows for this head_dim";
+  }
+  return "";
+}
+#endif
+
+// Non-empty when the persistent kernel leaves the problem to smaller tiles, measured faster there.
+const char* persistent_declines(const Problem& problem, const cudaDeviceProp& device) {
+  const FwdArgs view = kernel_view(problem).args;
+  const int64_t pairs = int64_t{view.batch} * view.heads;
+  const int64_t blocks = pairs * ((view.seqlen_q + kAutoBlockRows - 1) / kAutoBlockRows);
+  if (kSmsPerBlockForSm80 * blocks <= device.multiProcessorCount) {
+    return "grids of at most one 128-row query block per two SMs";
+  }
+  // 192-row tiles (D <= 64) that do not fill one wave: B1 H8 D64 fp16 S2048 is 88 tiles on 132
+  // SMs and took 28.3 us against 26.5 on the small-grid tiles (docs/perf.md, sm90 v5).
+  const int block_m = sm90::block_m_for(sm90::instantiated_head_dim(problem.params.head_dim));
+  const int64_t tiles = pairs * ((view.seqlen_q + block_m - 1) / block_m);
+  if (block_m > kAutoBlockRows && tiles < device.multiProcessorCount) {
+    return "grids of fewer 192-row tiles than SMs";
+  }
+  return "";
+}
+
+// Which of the backend's kernels runs the problem: the tile asked for, or for kAuto the persistent
+// kernel (kLarge) unless it leaves the problem to the small-grid tiles and one of them wins there
+// (small_grid/heuristics.hpp). When none does, kLarge too: auto then passes the problem to the
+// sm80 backend (sm90_auto_declines), and the backend named runs its persistent kernel.
+TileShape resolved_tile(const Problem& problem, const cudaDeviceProp& device) {
+  const TileShape tile = problem.params.tile;
+  if (tile != TileShape::kAuto) return tile;
+#if FLASHCORE_HAS_SM90
+  if (persistent_declines(problem, device)[0] != '\0') {
+    return sm90::small_grid::auto_tile(problem, device);
+  }
+#else
+  (void)device;
+#endif
+  return TileShape::kLarge;
+}
+
 }  // namespace
 
 const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
@@ -181,57 +251,32 @@ const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
   if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {
     return "supports seqlen_q and seqlen_k up to 2^29";
   }
-  const int head_dim = sm90::instantiated_head_dim(a.head_dim);
-  if (head_dim == 0) return "has no kernel for this head_dim; use a multiple of 8 up to 256";
-  // The TMA reads Q, K and V through descriptors whose strides must be positive multiples of 16
-  // bytes below 2^40 (validation already asks for 16-byte alignment).
-  const InputTensor* inputs[] = {&a.q, &a.k, &a.v};
-  const int64_t seqlens[] = {a.seqlen_q, a.seqlen_k, a.seqlen_k};
-  const int64_t heads[] = {a.heads_q, a.heads_kv, a.heads_kv};
-  for (int i = 0; i < 3; ++i) {
-    const Strides& s = inputs[i]->strides;
-    if (!stride_fits_tma(s.seq, seqlens[i]) || !stride_fits_tma(s.head, heads[i]) ||
-        !stride_fits_tma(s.batch, a.batch)) {
-      return "needs Q, K and V strides that are positive and below 2^40 bytes (TMA descriptors)";
-    }
+  // kAuto may run the persistent kernel, so it needs what that kernel needs; it picks a small-grid
+  // tile only where that tile runs too.
+  if (a.tile == TileShape::kAuto || a.tile == TileShape::kLarge) {
+    return persistent_rejects(problem, device);
   }
-  if (a.tile != TileShape::kAuto) return "has one tile shape; pass TileShape::kAuto";
-  if (const char* why = pruned_reason(a.q.dtype, head_dim); why[0] != '\0') return why;
-  bool has_kernel = false;
-  int smem_bytes = 0;
-  sm90::with_head_dim(head_dim, [&](auto d) {
-    has_kernel = true;
-    smem_bytes = sm90::smem_bytes_head_dim<decltype(d)::value>(a.q.dtype == DType::kBFloat16);
-  });
-  if (!has_kernel) return "has no kernel for this head_dim in this build";
-  if (static_cast<size_t>(smem_bytes) > device.sharedMemPerBlockOptin) {
-    return "needs more shared memory per block than this GPU allows for this head_dim";
-  }
-  return "";
+  return sm90::small_grid::rejects(problem, device, a.tile);
 #endif
 }
 
 const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& device) {
-  const FwdArgs view = kernel_view(problem).args;
-  const int64_t pairs = int64_t{view.batch} * view.heads;
-  const int64_t blocks = pairs * ((view.seqlen_q + kAutoBlockRows - 1) / kAutoBlockRows);
-  if (kSmsPerBlockForSm80 * blocks <= device.multiProcessorCount) {
-    return "leaves grids of at most one 128-row query block per two SMs to the sm80 small-grid "
-           "tiles";
-  }
-  // 192-row tiles (D <= 64) that do not fill one wave: B1 H8 D64 fp16 S2048 is 88 tiles on 132
-  // SMs and took 28.3 us against 26.5 on sm80 (docs/perf.md, sm90 v5).
-  const int block_m = sm90::block_m_for(sm90::instantiated_head_dim(problem.params.head_dim));
-  const int64_t tiles = pairs * ((view.seqlen_q + block_m - 1) / block_m);
-  if (block_m > kAutoBlockRows && tiles < device.multiProcessorCount) {
-    return "leaves grids of fewer 192-row tiles than SMs to the sm80 small-grid tiles";
-  }
-  return "";
+  // A forced tile runs on the first backend that has it.
+  if (problem.params.tile != TileShape::kAuto) return "";
+  if (persistent_declines(problem, device)[0] == '\0') return "";
+  if (resolved_tile(problem, device) != TileShape::kLarge) return "";
+  return "leaves grids too small for its persistent kernel, where none of its small-grid tiles "
+         "wins (or has this head_dim), to the sm80 backend";
 }
 
 size_t sm90_workspace_bytes(const Problem& problem) {
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
+#if FLASHCORE_HAS_SM90
+  if (const TileShape tile = resolved_tile(problem, device); tile != TileShape::kLarge) {
+    return sm90::small_grid::workspace_bytes(problem, device, tile);
+  }
+#endif
   const LaunchArgs in = plan(problem, device);
   if (in.dynamic) return kTileCounterBytes;
   return sm80::split_workspace_bytes(in.args.num_splits, kernel_rows(in.args), in.args.head_dim);
@@ -246,6 +291,9 @@ Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream)
 #else
   cudaDeviceProp device{};
   if (Status s = current_device_properties(&device); !s.ok()) return s;
+  if (const TileShape tile = resolved_tile(problem, device); tile != TileShape::kLarge) {
+    return sm90::small_grid::launch(problem, device, tile, workspace, stream);
+  }
   LaunchArgs in = plan(problem, device);
   FwdArgs& p = in.args;
   if (p.num_splits > 1) {

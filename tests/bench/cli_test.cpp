@@ -158,7 +158,7 @@ TEST(Cli, BadTargetExtraArgs) {
   EXPECT_FALSE(
       parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore:sm80=--tile 64"}, &o,
             &error));
-  EXPECT_NE(error.find("auto, large, small, warpgroup or warpgroup-pair"), std::string::npos);
+  EXPECT_NE(error.find("auto, large, small, medium or cta-pair"), std::string::npos);
   EXPECT_FALSE(
       parse({"run", "--targets", "flashcore", "--target-extra-arg", "flashcore:sm80=--pdl yes"}, &o,
             &error));

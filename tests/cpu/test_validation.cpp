@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <limits>
 
 #include "api/validate.hpp"
@@ -144,14 +145,34 @@ TEST(TileShapes, NamesParse) {
   EXPECT_EQ(tile, TileShape::kSmall);
   ASSERT_TRUE(parse_tile_shape("large", &tile));
   EXPECT_EQ(tile, TileShape::kLarge);
-  ASSERT_TRUE(parse_tile_shape("warpgroup", &tile));
-  EXPECT_EQ(tile, TileShape::kWarpgroup);
-  ASSERT_TRUE(parse_tile_shape("warpgroup-pair", &tile));
-  EXPECT_EQ(tile, TileShape::kWarpgroupPair);
+  ASSERT_TRUE(parse_tile_shape("medium", &tile));
+  EXPECT_EQ(tile, TileShape::kMedium);
+  ASSERT_TRUE(parse_tile_shape("cta-pair", &tile));
+  EXPECT_EQ(tile, TileShape::kCtaPair);
   ASSERT_TRUE(parse_tile_shape("auto", &tile));
   EXPECT_EQ(tile, TileShape::kAuto);
-  EXPECT_FALSE(parse_tile_shape("medium", &tile));
+  // The names before the move to the sm90 backend stay accepted, for existing scripts.
+  ASSERT_TRUE(parse_tile_shape("warpgroup", &tile));
+  EXPECT_EQ(tile, TileShape::kMedium);
+  ASSERT_TRUE(parse_tile_shape("warpgroup-pair", &tile));
+  EXPECT_EQ(tile, TileShape::kCtaPair);
+  tile = TileShape::kAuto;
+  EXPECT_FALSE(parse_tile_shape("huge", &tile));
   EXPECT_EQ(tile, TileShape::kAuto) << "a failed parse leaves the value alone";
+}
+
+// The C ABI's `tile` is the enum's value: renaming a shape must not renumber it.
+TEST(TileShapes, ValuesAreTheCAbis) {
+  EXPECT_EQ(static_cast<int>(TileShape::kAuto), 0);
+  EXPECT_EQ(static_cast<int>(TileShape::kLarge), 1);
+  EXPECT_EQ(static_cast<int>(TileShape::kSmall), 2);
+  EXPECT_EQ(static_cast<int>(TileShape::kMedium), 3);
+  EXPECT_EQ(static_cast<int>(TileShape::kCtaPair), 4);
+  for (size_t i = 0; i < std::size(kTileShapeNames); ++i) {
+    TileShape tile = TileShape::kAuto;
+    ASSERT_TRUE(parse_tile_shape(kTileShapeNames[i], &tile));
+    EXPECT_EQ(static_cast<size_t>(tile), i) << kTileShapeNames[i];
+  }
 }
 
 TEST(CApi, ReportsErrorsWithMessages) {

@@ -145,43 +145,56 @@ void check_backend(const AttentionCase& c, CaseData& data, Backend backend, Tile
   }
 }
 
-// The sm80 backend's wgmma tiles exist for hd64 on sm_90 only; everywhere else they must be
-// rejected as unsupported, and on an H100 with hd64 they must run. The cluster-pair tile splits
-// the keys itself and rejects a split count.
-void check_warpgroup_tile(const AttentionCase& c, CaseData& data, TileShape tile, int num_splits) {
-  AttentionParams params = data.params(Backend::kSm80);
+// A forced tile that only some (backend, head dim, device) have: where `expected` it must run and
+// match the reference, everywhere else it must be rejected as unsupported.
+void check_tile_where_expected(const AttentionCase& c, CaseData& data, Backend backend,
+                               TileShape tile, int num_splits, bool expected) {
+  AttentionParams params = data.params(backend);
   params.num_splits = num_splits;
   params.tile = tile;
   const Status can = can_implement(params);
-  cudaDeviceProp device{};
-  CUDA_ASSERT_OK(cudaGetDeviceProperties(&device, 0));
-  const bool expected = c.head_dim == 64 && device.major == 9 &&
-                        !(tile == TileShape::kWarpgroupPair && num_splits > 1);
   if (!expected) {
     EXPECT_EQ(can.code, StatusCode::kUnsupported)
-        << "tile " << static_cast<int>(tile) << " must be rejected here";
+        << backend_name(backend) << " tile " << static_cast<int>(tile) << " must be rejected here";
     return;
   }
-  ASSERT_TRUE(can.ok()) << "hd64 on sm_90 must run tile " << static_cast<int>(tile) << ": "
-                        << can.message;
-  check_backend(c, data, Backend::kSm80, tile, num_splits);
+  ASSERT_TRUE(can.ok()) << backend_name(backend) << " must run tile " << static_cast<int>(tile)
+                        << " here: " << can.message;
+  check_backend(c, data, backend, tile, num_splits);
 }
 
-// Runs every backend on one case (with a forced split-KV count when num_splits > 0). The sm80
-// backend, the one with a tile choice, also runs with each tile forced, so both of its kernels
-// see every case whichever one auto picks for it on this GPU.
+// Runs every backend on one case (with a forced split-KV count when num_splits > 0). The backends
+// with a tile choice also run with each of their tiles forced, so every kernel sees every case
+// whichever one auto picks for it on this GPU:
+//  - sm80: kLarge and kSmall; the Hopper tiles (kMedium, kCtaPair) are sm90's, never sm80's.
+//  - sm90 (on an sm_90 GPU): kLarge (the persistent kernel) at every head dim; the small-grid
+//    tiles kSmall at head dims 64, 128 and 256, kMedium and kCtaPair at 64 (kCtaPair splits the
+//    keys itself and rejects a split count).
 void check_all_backends(const AttentionCase& c, int num_splits) {
   CaseData data(c);
   data.compute_reference();
   SCOPED_TRACE("seed " + std::to_string(data.seed()) + ", num_splits " +
                std::to_string(num_splits));
+  cudaDeviceProp device{};
+  CUDA_ASSERT_OK(cudaGetDeviceProperties(&device, 0));
+  const bool sm90_gpu = device.major == 9 && device.minor == 0;
+  const bool hd64 = c.head_dim == 64;
+  const bool small_grid_head_dim = kRequiredHeadDims.count(c.head_dim) > 0;
   for (Backend backend : backends()) {
     check_backend(c, data, backend, TileShape::kAuto, num_splits);
     if (backend == Backend::kSm80) {
       check_backend(c, data, backend, TileShape::kLarge, num_splits);
       check_backend(c, data, backend, TileShape::kSmall, num_splits);
-      check_warpgroup_tile(c, data, TileShape::kWarpgroup, num_splits);
-      check_warpgroup_tile(c, data, TileShape::kWarpgroupPair, num_splits);
+      check_tile_where_expected(c, data, backend, TileShape::kMedium, num_splits, false);
+      check_tile_where_expected(c, data, backend, TileShape::kCtaPair, num_splits, false);
+    }
+    if (backend == Backend::kSm90 && sm90_gpu) {
+      check_backend(c, data, backend, TileShape::kLarge, num_splits);
+      check_tile_where_expected(c, data, backend, TileShape::kSmall, num_splits,
+                                small_grid_head_dim);
+      check_tile_where_expected(c, data, backend, TileShape::kMedium, num_splits, hd64);
+      check_tile_where_expected(c, data, backend, TileShape::kCtaPair, num_splits,
+                                hd64 && num_splits <= 1);
     }
   }
 }

@@ -4,7 +4,9 @@
 // and only then writes V (which flashcore reads) and reads O's old contents (which flashcore
 // overwrites). Reading V early would give NaN (V starts poisoned); writing O early would show in
 // what that kernel read back. A control kernel without the wait, launched the same way, must see
-// the poison: that proves the window is real, so a missing wait could not pass.
+// the poison: that proves the window is real, so a missing wait could not pass. The kernels that
+// wait are the sm90 backend's small-grid tiles; every other launch (the sm80 backend's, split ones)
+// must be plain, which the cases that ask for PDL there check the same way.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -49,6 +51,7 @@ __global__ void read_without_wait(const uint16_t* v_dst, uint16_t* seen) {
 
 struct DependentCase {
   AttentionCase spec;
+  Backend backend;
   TileShape tile;
   int num_splits;
   const char* what;
@@ -57,9 +60,10 @@ struct DependentCase {
 std::vector<DependentCase> dependent_cases() {
   return {
       {{.batch = 1, .seqlen_q = 512, .seqlen_k = 512, .heads_q = 8, .heads_kv = 8, .head_dim = 64},
+       Backend::kAuto,
        TileShape::kAuto,
        0,
-       "canonical shape, auto (small-grid tile)"},
+       "canonical shape, auto (sm90's small tile)"},
       {{.dtype = DType::kBFloat16,
         .batch = 1,
         .seqlen_q = 300,
@@ -68,6 +72,7 @@ std::vector<DependentCase> dependent_cases() {
         .heads_kv = 2,
         .head_dim = 128,
         .causal = true},
+       Backend::kSm90,
        TileShape::kSmall,
        0,
        "small tile, hd128"},
@@ -77,32 +82,42 @@ std::vector<DependentCase> dependent_cases() {
         .heads_q = 12,
         .heads_kv = 12,
         .head_dim = 64},
-       TileShape::kWarpgroup,
+       Backend::kSm90,
+       TileShape::kMedium,
        0,
-       "warpgroup tile"},
+       "medium tile"},
       {{.batch = 1,
         .seqlen_q = 512,
         .seqlen_k = 512,
         .heads_q = 32,
         .heads_kv = 32,
         .head_dim = 64},
-       TileShape::kWarpgroupPair,
+       Backend::kSm90,
+       TileShape::kCtaPair,
        0,
        "cluster-pair tile"},
       {{.batch = 3, .seqlen_q = 1, .seqlen_k = 4097, .heads_q = 8, .heads_kv = 1, .head_dim = 128},
+       Backend::kSm90,
        TileShape::kSmall,
        7,
        "decode with split-KV (launched plainly)"},
-      // The large tile has no wait and must be launched plainly even when PDL is asked for.
+      // The sm80 backend's tiles have no wait and must be launched plainly even when PDL is asked
+      // for: its small tile (the one sm90 launches dependently) and its large tile.
+      {{.batch = 1, .seqlen_q = 512, .seqlen_k = 512, .heads_q = 8, .heads_kv = 8, .head_dim = 64},
+       Backend::kSm80,
+       TileShape::kSmall,
+       0,
+       "sm80 small tile (launched plainly)"},
       {{.batch = 2,
         .seqlen_q = 1000,
         .seqlen_k = 1000,
         .heads_q = 8,
         .heads_kv = 8,
         .head_dim = 256},
+       Backend::kSm80,
        TileShape::kLarge,
        3,
-       "large tile with split-KV"},
+       "sm80 large tile with split-KV"},
   };
 }
 
@@ -141,14 +156,14 @@ TEST_P(DependentLaunchTest, WaitsForThePreviousKernelBeforeAnyMemoryAccess) {
   ASSERT_EQ(o_seen.status(), cudaSuccess);
   ASSERT_EQ(control_seen.status(), cudaSuccess);
 
-  AttentionParams params = data.params(Backend::kSm80);
+  AttentionParams params = data.params(dc.backend);
   params.v.data = v_dst.get();
   params.tile = dc.tile;
   params.num_splits = dc.num_splits;
   params.enable_pdl = true;
   const Status can = can_implement(params);
-  if (!can.ok() && (dc.tile == TileShape::kWarpgroup || dc.tile == TileShape::kWarpgroupPair)) {
-    GTEST_SKIP() << "this build or GPU has no wgmma tiles: " << can.message;
+  if (!can.ok() && dc.backend == Backend::kSm90) {
+    GTEST_SKIP() << "this build or GPU has no sm90 backend: " << can.message;
   }
   ASSERT_TRUE(can.ok()) << can.message;
 
@@ -213,7 +228,10 @@ TEST_P(DependentLaunchTest, WaitsForThePreviousKernelBeforeAnyMemoryAccess) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, DependentLaunchTest, ::testing::ValuesIn(dependent_cases()),
-                         [](const auto& info) { return info.param.spec.name(); });
+                         [](const auto& info) {
+                           return info.param.spec.name() + "_" + backend_name(info.param.backend) +
+                                  "_tile" + std::to_string(static_cast<int>(info.param.tile));
+                         });
 
 }  // namespace
 }  // namespace flashcore::testing

@@ -1,8 +1,9 @@
-// What only the sm90 backend has: every head dim that is a multiple of 8 (rounded up to an
-// instantiation, zero-filled by the TMA), the persistent scheduler's edges (fewer tiles than SMs,
-// more tiles than CTAs, partial head groups, longest-first causal order), and auto's choice on an
-// H100. The shared cases (odd lengths, GQA, windows, softcap, strides, splits) run on sm90 through
-// test_backends.cpp, which walks every registered backend.
+// What only the sm90 backend's persistent kernel (TileShape::kLarge) has: every head dim that is a
+// multiple of 8 (rounded up to an instantiation, zero-filled by the TMA), the persistent
+// scheduler's edges (fewer tiles than SMs, more tiles than CTAs, partial head groups, longest-first
+// causal order), and auto's choice on an H100 between it, the small-grid tiles and the sm80
+// backend. The shared cases (odd lengths, GQA, windows, softcap, strides, splits) run on sm90, with
+// each of its tiles forced, through test_backends.cpp, which walks every registered backend.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -29,6 +30,8 @@ void expect_matches(const AttentionCase& c, CaseData& data, const std::vector<do
                     const std::vector<double>& ref_lse, int num_splits) {
   AttentionParams params = data.params(Backend::kSm90);
   params.num_splits = num_splits;
+  // The persistent kernel even where kAuto would take a small-grid tile (short grids).
+  params.tile = TileShape::kLarge;
   FLASHCORE_REQUIRE_SM90(params);
   data.poison_outputs();
   RunInfo info;
@@ -161,8 +164,10 @@ INSTANTIATE_TEST_SUITE_P(
                       .head_dim = 64}),
     [](const auto& info) { return info.param.name(); });
 
-// On an H100, auto runs sm90 where it was measured faster and leaves small grids to sm80.
-TEST(Sm90Auto, PicksSm90ForLargeGridsOnly) {
+// On an H100 (132 SMs), auto runs sm90 everywhere it was measured faster: its persistent kernel on
+// grids that fill the GPU, its small-grid tiles on the small grids (decode, the canonical shape),
+// and the sm80 backend's large tile on the few grids in between where that was faster.
+TEST(Sm90Auto, PicksAsMeasured) {
   FLASHCORE_REQUIRE_GPU();
   cudaDeviceProp device{};
   CUDA_ASSERT_OK(cudaGetDeviceProperties(&device, 0));
@@ -177,9 +182,21 @@ TEST(Sm90Auto, PicksSm90ForLargeGridsOnly) {
   EXPECT_EQ(resolve_backend(large.params(Backend::kAuto)), Backend::kSm90);
   CaseData decode(
       {.batch = 4, .seqlen_q = 1, .seqlen_k = 4096, .heads_q = 32, .heads_kv = 8, .head_dim = 128});
-  EXPECT_EQ(resolve_backend(decode.params(Backend::kAuto)), Backend::kSm80);
+  EXPECT_EQ(resolve_backend(decode.params(Backend::kAuto)), Backend::kSm90);
   CaseData canonical({.batch = 1, .seqlen_q = 512, .seqlen_k = 512, .heads_q = 8, .heads_kv = 8});
-  EXPECT_EQ(resolve_backend(canonical.params(Backend::kAuto)), Backend::kSm80);
+  EXPECT_EQ(resolve_backend(canonical.params(Backend::kAuto)), Backend::kSm90);
+  if (device.multiProcessorCount != 132) {
+    GTEST_SKIP() << "the in-between grid below is sized for 132 SMs";
+  }
+  // 128 192-row tiles (fewer than SMs: the persistent kernel declines), 192 large-tile CTAs (the
+  // Hopper tiles need fewer than 132) and 768 small ones (more than two waves): the large tile.
+  CaseData between({.batch = 1,
+                    .seqlen_q = 3072,
+                    .seqlen_k = 3072,
+                    .heads_q = 8,
+                    .heads_kv = 8,
+                    .head_dim = 64});
+  EXPECT_EQ(resolve_backend(between.params(Backend::kAuto)), Backend::kSm80);
 }
 
 }  // namespace

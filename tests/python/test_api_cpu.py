@@ -125,7 +125,7 @@ def test_bad_arrays_raise_naming_the_argument(change, error, message):
         (dict(window=5), TypeError, r"window must be a pair of ints"),
         (dict(window=(1, 2, 3)), TypeError, r"window must be a pair of ints"),
         (dict(softmax_scale=0.0), ValueError, r"softmax_scale is 0"),
-        (dict(tile="medium"), ValueError, r"tile 'medium' is unknown; use 'auto', 'large', 'small', 'warpgroup' or 'warpgroup-pair'"),
+        (dict(tile="huge"), ValueError, r"tile 'huge' is unknown; use 'auto', 'large', 'small', 'medium' or 'cta-pair'"),
         (dict(tile=1), TypeError, r"tile must be a str"),
         (dict(num_splits=-1), ValueError, r"num_splits is -1; use 0 \(heuristic\)"),
         (dict(num_splits=1.5), TypeError, r"num_splits must be an int"),

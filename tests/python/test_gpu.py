@@ -161,28 +161,53 @@ def test_every_provider(provider, dtype, mask, head_dim):
     assert_lse_matches(lse, q, k, v, **options)
 
 
-@pytest.mark.parametrize("tile", ["auto", "large", "small", "warpgroup", "warpgroup-pair"])
+# (provider, tile): each backend's own tiles, the Hopper ones also by their deprecated names.
+TILE_CHOICES = [
+    ("sm80", "auto"),
+    ("sm80", "large"),
+    ("sm80", "small"),
+    ("sm80", "medium"),
+    ("sm90", "auto"),
+    ("sm90", "large"),
+    ("sm90", "small"),
+    ("sm90", "medium"),
+    ("sm90", "cta-pair"),
+    ("sm90", "warpgroup"),
+    ("sm90", "warpgroup-pair"),
+]
+
+
+@pytest.mark.parametrize("provider, tile", TILE_CHOICES)
 @pytest.mark.parametrize("num_splits", [0, 1, 3])
 @pytest.mark.parametrize("mask", ["none", "causal", "window"])
 @pytest.mark.parametrize("head_dim", [64, 128])
-def test_tile_and_split_choices(tile, num_splits, mask, head_dim):
+def test_tile_and_split_choices(provider, tile, num_splits, mask, head_dim):
     # A small grid (auto picks the small tile and splits keys), ragged lengths, GQA: every forced
     # choice must compute the same attention.
     options = MASKS[mask]
     q, k, v = inputs(1, 77, 517, 4, 2, head_dim, torch.float16)
-    hopper_tile = tile.startswith("warpgroup")
-    if hopper_tile and (head_dim != 64 or torch.cuda.get_device_capability()[0] != 9):
-        with pytest.raises(ValueError, match="kWarpgroup"):
-            flashcore.attention(q, k, v, backend="sm80", num_splits=num_splits, tile=tile)
+    sm90_gpu = torch.cuda.get_device_capability() == (9, 0)
+    if provider == "sm90" and not sm90_gpu:
+        with pytest.raises(ValueError, match="sm_90|90a"):
+            flashcore.attention(q, k, v, backend=provider, num_splits=num_splits, tile=tile)
         return
-    if tile == "warpgroup-pair" and num_splits > 1:
+    hopper_tile = tile in ("medium", "cta-pair", "warpgroup", "warpgroup-pair")
+    if provider == "sm80" and hopper_tile:
+        with pytest.raises(ValueError, match="runs on backend sm90"):
+            flashcore.attention(q, k, v, backend=provider, num_splits=num_splits, tile=tile)
+        return
+    if hopper_tile and head_dim != 64:
+        with pytest.raises(ValueError, match="for head_dim 64 only"):
+            flashcore.attention(q, k, v, backend=provider, num_splits=num_splits, tile=tile)
+        return
+    if tile in ("cta-pair", "warpgroup-pair") and num_splits > 1:
         with pytest.raises(ValueError, match="num_splits 0 or 1"):
-            flashcore.attention(q, k, v, backend="sm80", num_splits=num_splits, tile=tile)
+            flashcore.attention(q, k, v, backend=provider, num_splits=num_splits, tile=tile)
         return
     out, lse = flashcore.attention(
-        q, k, v, backend="sm80", num_splits=num_splits, tile=tile, return_lse=True, **options
+        q, k, v, backend=provider, num_splits=num_splits, tile=tile, return_lse=True, **options
     )
-    assert flashcore.last_provider() == "sm80"
+    assert flashcore.last_provider() == provider
     assert_matches(out, q, k, v, **options)
     assert_lse_matches(lse, q, k, v, **options)
 
@@ -262,8 +287,8 @@ def test_cuda_graph_capture_and_replay():
 def test_back_to_back_dependent_calls(enable_pdl, graphed, heads, num_splits):
     # Each call reads the previous call's output as its V, with no sync between them: under
     # programmatic dependent launch a call may start early and must wait before touching memory.
-    # B1 S512 hd64 takes the small-grid tile (with 3 splits also the combine kernel); 32 heads
-    # take the Hopper cluster-pair tile.
+    # On an H100, B1 S512 hd64 takes sm90's small tile (with 3 splits also the combine kernel);
+    # 32 heads take its cluster-pair tile.
     q, k, v = inputs(1, 512, 512, heads, heads, 64, torch.float16)
     outs = [torch.empty_like(v) for _ in range(3)]
 

@@ -12,8 +12,8 @@ namespace {
 
 const char* const kBackendNames = "auto, scalar, unfused, wmma, sm80, sm90";
 const char* const kTargetFlags =
-    "valid flags: --backend NAME, --num-splits N, --tile auto|large|small|warpgroup|"
-    "warpgroup-pair, --pdl on|off";
+    "valid flags: --backend NAME, --num-splits N, --tile auto|large|small|medium|cta-pair, "
+    "--pdl on|off";
 
 bool parse_int(const std::string& text, int64_t* value) {
   const char* end = text.data() + text.size();
@@ -182,9 +182,11 @@ bool parse_target_args(const std::string& target, const std::string& flags,
                              "up to 1024";
           },
           "N"));
-  parser.add_option("--tile", args->tile, "CTA tile of the sm80 kernel")
-      ->check(one_of({std::begin(kTileShapeNames), std::end(kTileShapeNames)}, "--tile ",
-                     "auto, large, small, warpgroup or warpgroup-pair"));
+  // The deprecated names (warpgroup, warpgroup-pair) are still accepted, as by the library.
+  std::vector<std::string> tile_names(std::begin(kTileShapeNames), std::end(kTileShapeNames));
+  for (const TileShapeAlias& alias : kDeprecatedTileShapeNames) tile_names.push_back(alias.name);
+  parser.add_option("--tile", args->tile, "CTA tile of the tensor-core backends")
+      ->check(one_of(tile_names, "--tile ", "auto, large, small, medium or cta-pair"));
   parser
       .add_option_function<std::string>(
           "--pdl", [args](const std::string& v) { args->enable_pdl = v == "on"; },
@@ -232,10 +234,11 @@ void add_target_options(Parser* p, CLI::App* command) {
       "--target-extra-arg", p->extra,
       "T=\"--flag value ...\": per-target flags, T is chapter:workload. Flags: --backend NAME "
       "(provider to run), --num-splits N (split-KV count, 0 heuristic, 1 off), --tile "
-      "auto|large|small|warpgroup|warpgroup-pair (CTA tile of the sm80 kernel; auto: small when "
-      "the large tile's grid leaves SMs idle, or on Hopper at hd64 warpgroup, then "
-      "warpgroup-pair, as the grid grows), --pdl on|off (programmatic dependent launch where it "
-      "applies; default on)");
+      "auto|large|small|medium|cta-pair (CTA tile of the sm80 and sm90 backends; auto: large, "
+      "or small when the large tile's grid leaves SMs idle, or on Hopper at hd64 medium, then "
+      "cta-pair, as the grid grows; warpgroup and warpgroup-pair are deprecated names of medium "
+      "and cta-pair), --pdl on|off (programmatic dependent launch of the sm90 small-grid tiles; "
+      "default on)");
 }
 
 // profile, robust and report.

@@ -35,7 +35,7 @@ struct Knobs {
 struct TargetArgs {
   std::optional<std::string> backend;  // --backend NAME
   int num_splits = 0;                  // --num-splits N (0: the library's heuristic)
-  std::string tile = "auto";           // --tile auto|large|small (flashcore::TileShape)
+  std::string tile = "auto";           // --tile auto|large|small|medium|cta-pair (TileShape)
   bool enable_pdl = true;              // --pdl on|off (AttentionParams::enable_pdl)
 };
 

@@ -1,13 +1,14 @@
-// Kernel launches of the sm80 backend, through cudaLaunchKernelEx so that a launch can carry the
-// two attributes its kernels may take: clusters (the cluster-pair tile) and programmatic dependent
-// launch (dependent_launch.hpp).
+// Kernel launches through cudaLaunchKernelEx, so that a launch can carry the two attributes a
+// kernel may take: clusters (the sm90 backend's cluster-pair tile) and programmatic dependent
+// launch (the sm90 backend's small-grid tiles, src/sm90/dependent_launch.hpp). Plain launches
+// (every sm_80 one) go through here too, so that there is one launcher.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <utility>
 
-namespace flashcore::sm80 {
+namespace flashcore::detail {
 
 struct LaunchShape {
   dim3 grid;
@@ -46,4 +47,4 @@ cudaError_t launch_kernel(void (*kernel)(KernelArgs...), const LaunchShape& shap
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
-}  // namespace flashcore::sm80
+}  // namespace flashcore::detail

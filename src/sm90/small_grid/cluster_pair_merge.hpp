@@ -1,6 +1,8 @@
-// Cluster pairs (WarpgroupPairTileConfig): the two CTAs of a cluster ran the online softmax for the
-// same query rows over the two halves of the keys. They merge like split-KV partials (see
-// key_group_merge.hpp for the algebra), through distributed shared memory and without a workspace:
+// The CtaSplit policy of the FA2-class schedule (src/sm80/kernel_traits.hpp) for the cluster-pair
+// tile (CtaPairTileConfig, tile_table.hpp): the two CTAs of a cluster ran the online softmax for
+// the same query rows over the two halves of the keys. They merge like split-KV partials (see
+// src/sm80/key_group_merge.hpp for the algebra), through distributed shared memory and without a
+// workspace:
 // each thread pushes the half of its O columns that the partner CTA stores, with its rows' max and
 // sum, into the partner's exchange area; after a cluster barrier each CTA merges and stores its
 // own half. Thread t of one CTA holds exactly the fragment positions of thread t of the other
@@ -13,25 +15,42 @@
 
 #include "common/online_softmax.hpp"
 #include "sm80/kernel_traits.hpp"
-#include "sm80/warpgroup_mma.hpp"
 
-namespace flashcore::sm80 {
-
-// At kernel entry: the partner may write into this CTA's shared memory only once this CTA runs.
-// The arrive here is matched by the first wait in merge_cluster_pair.
-__device__ __forceinline__ void announce_cluster_cta_running() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  cute::cluster_arrive_relaxed();
-#else
-  trap_without_sm90a();
+// src/sm90 is compiled for sm_90a alone (src/CMakeLists.txt): clusters exist only from sm_90 on.
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "src/sm90/small_grid/cluster_pair_merge.hpp needs sm_90a"
 #endif
-}
 
-// Called by every thread of both CTAs (it waits at two cluster barriers). o holds this thread's
-// kNTiles n8 tiles of O; on return `softmax` holds the pair's merged max and this lane's share of
-// the merged sum, and `merged` the n8 tiles [rank * kNTiles / 2, +kNTiles / 2), unnormalized.
+namespace flashcore::sm90::small_grid {
+
+struct ClusterPairMerge {
+  static constexpr int kClusterCtas = 2;
+
+  // The exchange area, apart from the Q and K/V tiles this CTA may still be reading when the
+  // partner's half arrives: per thread, half of its O columns plus the two rows' max and sum of
+  // each m16 tile.
+  static constexpr int exchange_floats(int warp_m_tiles, int out_n_tiles) {
+    return warp_m_tiles * (out_n_tiles / kClusterCtas * 4 + 4);
+  }
+
+  // At kernel entry: the partner may write into this CTA's shared memory only once this CTA runs.
+  // The arrive here is matched by the first wait in merge.
+  __device__ __forceinline__ static void on_kernel_entry() { cute::cluster_arrive_relaxed(); }
+
+  // Called by every thread of both CTAs (it waits at two cluster barriers). o holds this thread's
+  // kNTiles n8 tiles of O; on return `softmax` holds the pair's merged max and this lane's share
+  // of the merged sum, and `merged` the n8 tiles [rank * kNTiles / 2, +kNTiles / 2),
+  // unnormalized.
+  template <typename Traits, int kNTiles>
+  __device__ __forceinline__ static void merge(
+      char* exchange_smem, int tid, int rank, float factor,
+      OnlineSoftmax<Traits::kWarpMTiles>& softmax,
+      const float (&o)[Traits::kWarpMTiles][kNTiles][4],
+      float (&merged)[Traits::kWarpMTiles][kNTiles / 2][4]);
+};
+
 template <typename Traits, int kNTiles>
-__device__ __forceinline__ void merge_cluster_pair(
+__device__ __forceinline__ void ClusterPairMerge::merge(
     char* exchange_smem, int tid, int rank, float factor,
     OnlineSoftmax<Traits::kWarpMTiles>& softmax, const float (&o)[Traits::kWarpMTiles][kNTiles][4],
     float (&merged)[Traits::kWarpMTiles][kNTiles / 2][4]) {
@@ -39,7 +58,6 @@ __device__ __forceinline__ void merge_cluster_pair(
   constexpr int kMTiles = Traits::kWarpMTiles;
   static_assert(Traits::kClusterCtas == 2 && kNTiles % 2 == 0, "a pair splits the columns evenly");
   static_assert(Traits::kExchangeFloats == kMTiles * (kHalf * 4 + 4), "exchange area size");
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // [float4 index][thread]: each float4 store of a warp covers 512 contiguous bytes.
   float4* const local = reinterpret_cast<float4*>(exchange_smem);
   const uint32_t local_addr = cute::cast_smem_ptr_to_uint(local + tid);
@@ -61,7 +79,7 @@ __device__ __forceinline__ void merge_cluster_pair(
     return upper_half ? make_float4(hi[0], hi[1], hi[2], hi[3])
                       : make_float4(lo[0], lo[1], lo[2], lo[3]);
   };
-  cute::cluster_wait();  // the partner runs (announce_cluster_cta_running)
+  cute::cluster_wait();  // the partner runs (on_kernel_entry)
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
     push(mt * (kHalf + 1), make_float4(softmax.row_max[mt][0], softmax.row_max[mt][1],
@@ -101,9 +119,6 @@ __device__ __forceinline__ void merge_cluster_pair(
       merged[mt][j][3] = fmaf(m.w, mine_w[1], x.w * other_w[1]);
     }
   }
-#else
-  trap_without_sm90a();
-#endif
 }
 
-}  // namespace flashcore::sm80
+}  // namespace flashcore::sm90::small_grid

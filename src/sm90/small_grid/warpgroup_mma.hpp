@@ -1,6 +1,7 @@
-// The two GEMMs of one KV step as Hopper warpgroup MMAs (wgmma, sm_90a) for tiles whose key group
-// is a warpgroup (WarpgroupTileConfig): S = Q K^T with both operands in shared memory, and
-// O += P V with P in registers. The rest of the kernel is unchanged, because a warpgroup's
+// The Mma policy of the FA2-class schedule (src/sm80/kernel_traits.hpp) for the Hopper small-grid
+// tiles whose key group is a warpgroup (tile_table.hpp): the two GEMMs of one KV step as warpgroup
+// MMAs (wgmma, sm_90a), S = Q K^T with both operands in shared memory, and O += P V with P in
+// registers. The rest of the schedule is unchanged, because a warpgroup's
 // m64nN accumulator gives each of its four warps exactly the m16 x N fragment mma.sync would
 // (warp w of the group holds rows 16w..16w+15; register 4j+e holds row g + 8*(e/2), column
 // 8j + 2*(lane%4) + e%2, as in common/online_softmax.hpp), and the register A operand of m64k16 is,
@@ -20,7 +21,17 @@
 #include "sm80/kernel_traits.hpp"
 #include "sm80/mainloop.hpp"
 
-namespace flashcore::sm80 {
+// src/sm90 is compiled for sm_90a alone (src/CMakeLists.txt): wgmma exists nowhere else.
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "src/sm90/small_grid/warpgroup_mma.hpp needs sm_90a"
+#endif
+
+namespace flashcore::sm90::small_grid {
+
+using sm80::kMmaK;
+using sm80::OutFrag;
+using sm80::ProbFrag;
+using sm80::ScoreFrag;
 
 inline constexpr int kWarpgroupWarps = 4;
 inline constexpr int kSwizzleAtomBytes = 1024;  // 8 rows x 128 bytes
@@ -76,10 +87,6 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[kN][4]) {
   }
 }
 
-// The sm_80 pass compiles warpgroup tiles too (one instantiation list for both architectures);
-// the host launches them only where the kernel has sm_90a machine code (sm80_fwd.cu).
-__device__ __forceinline__ void trap_without_sm90a() { __trap(); }
-
 template <typename Traits>
 __device__ __forceinline__ void check_warpgroup_tile() {
   static_assert(Traits::kRowWarps == kWarpgroupWarps && Traits::kWarpMTiles == 1,
@@ -99,7 +106,6 @@ template <typename Traits>
 __device__ __forceinline__ void gemm_qk_warpgroup(const char* q_smem, const char* k_smem,
                                                   ScoreFrag<Traits>& s) {
   check_warpgroup_tile<Traits>();
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Atom = typename WarpgroupMmaFor<typename Traits::Element>::QK;
   constexpr int kStepBytes = kMmaK * 2;
   const uint32_t q_addr = cute::cast_smem_ptr_to_uint(q_smem);
@@ -117,9 +123,6 @@ __device__ __forceinline__ void gemm_qk_warpgroup(const char* q_smem, const char
   cute::warpgroup_commit_batch();
   cute::warpgroup_wait<0>();
   fence_accumulators(s[0]);
-#else
-  trap_without_sm90a();
-#endif
 }
 
 // O += P V over the slice's 64 keys: four k16 steps, each 16 V rows = two swizzle atoms further.
@@ -127,7 +130,6 @@ template <typename Traits>
 __device__ __forceinline__ void gemm_pv_warpgroup(const char* v_smem, const ProbFrag<Traits>& p,
                                                   OutFrag<Traits>& o) {
   check_warpgroup_tile<Traits>();
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Atom = typename WarpgroupMmaFor<typename Traits::Element>::PV;
   constexpr int kStepBytes = kMmaK * kSwizzledRowBytes;
   const uint32_t v_addr = cute::cast_smem_ptr_to_uint(v_smem);
@@ -142,17 +144,29 @@ __device__ __forceinline__ void gemm_pv_warpgroup(const char* v_smem, const Prob
   cute::warpgroup_commit_batch();
   cute::warpgroup_wait<0>();
   fence_accumulators(o[0]);
-#else
-  trap_without_sm90a();
-#endif
 }
 
-// cp.async writes shared memory through the generic proxy and wgmma reads it through the async
-// proxy: each writer fences its own completed copies before the barrier that publishes them.
-__device__ __forceinline__ void fence_copies_for_warpgroup_mma() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
+// The policy the tile configs name (tile_table.hpp).
+struct WarpgroupMma {
+  // A wgmma needs its whole warpgroup, so every warp computes, rows past seqlen_q included.
+  static constexpr bool kEveryWarpComputes = true;
 
-}  // namespace flashcore::sm80
+  template <typename Traits>
+  __device__ __forceinline__ static void gemm_qk(const char* q_smem, const char* k_slice,
+                                                 int /*warp_row0*/, int /*lane*/,
+                                                 ScoreFrag<Traits>& s) {
+    gemm_qk_warpgroup<Traits>(q_smem, k_slice, s);
+  }
+  template <typename Traits>
+  __device__ __forceinline__ static void gemm_pv(const char* v_slice, int /*lane*/,
+                                                 const ProbFrag<Traits>& p, OutFrag<Traits>& o) {
+    gemm_pv_warpgroup<Traits>(v_slice, p, o);
+  }
+  // cp.async writes shared memory through the generic proxy and wgmma reads it through the async
+  // proxy: each writer fences its own completed copies before the barrier that publishes them.
+  __device__ __forceinline__ static void fence_copies() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+};
+
+}  // namespace flashcore::sm90::small_grid
