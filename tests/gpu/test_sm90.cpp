@@ -144,12 +144,11 @@ INSTANTIATE_TEST_SUITE_P(
                       .head_dim = 96,
                       .causal = true,
                       .layout = Layout::kBHSD},
-        // Unmasked problems run in CTA pairs that share K/V (multicast): an odd number of query
-        // blocks per head (3 at hd128) leaves the second CTA of each head's last pair past the
-        // last row; 180 pair tiles over at most 66 clusters; GQA 5:1; keys not a multiple of the
-        // key tile.
+        // Unmasked problems whose query blocks pair up run in CTA pairs that share K/V
+        // (multicast): four blocks per head at hd128, the last one partial; 180 pair tiles over
+        // at most 66 clusters; GQA 5:1; keys not a multiple of the key tile.
         AttentionCase{.batch = 3,
-                      .seqlen_q = 300,
+                      .seqlen_q = 500,
                       .seqlen_k = 1000,
                       .heads_q = 30,
                       .heads_kv = 6,
