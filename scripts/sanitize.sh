@@ -26,7 +26,7 @@ export FLASHCORE_UNDER_SANITIZER=1
 for tool in memcheck racecheck synccheck; do
   timeout "${FLASHCORE_SANITIZER_TIMEOUT:-900}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_brief=1 \
     --gtest_filter="$filter" > "$out/$tool.log" 2>&1 || status=1
-  printf '%-10s %s | %s\n' "$tool" "$(grep -m1 'ERROR SUMMARY' "$out/$tool.log" || echo 'no summary')" \
+  printf '%-10s %s | %s\n' "$tool" "$(grep -m1 -E '(ERROR|RACECHECK) SUMMARY' "$out/$tool.log" || echo 'no summary')" \
     "$(grep -E '^\[  (PASSED|FAILED) ' "$out/$tool.log" | tr '\n' ' ')"
 done
 exit $status
