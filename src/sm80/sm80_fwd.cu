@@ -1,10 +1,12 @@
 // Host side of the sm80 kernel: the instantiation list (dtype x head dim, everything else is a
-// runtime argument), the kernel's view of the problem, the split-KV plan and the launches.
+// runtime argument), the kernel's view of the problem, the split-KV plan and the launches. The
+// mma.sync tiles' kernels are compiled one head dim per translation unit (tile_launch.hpp).
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "common/device_properties.hpp"
+#include "common/head_dim.hpp"
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
 #include "common/query_view.hpp"
@@ -16,6 +18,7 @@
 #include "sm80/launch.hpp"
 #include "sm80/sm80_fwd.hpp"
 #include "sm80/split_kv.hpp"
+#include "sm80/tile_launch.hpp"
 #include "sm80/warpgroup_pair.hpp"
 
 namespace flashcore::detail {
@@ -40,14 +43,15 @@ struct Tiles {
   template <typename Config>
   using HopperOnly =
       std::conditional_t<kHeadDim == 64, KernelTraits<Element, kHeadDim, Config>, NoWarpgroupTile>;
-  using Large = KernelTraits<Element, kHeadDim>;
-  using Small = KernelTraits<Element, kHeadDim, sm80::SmallGridTileConfig<kHeadDim>>;
+  using Large = sm80::LargeTile<Element, kHeadDim>;
+  using Small = sm80::SmallTile<Element, kHeadDim>;
   using Warpgroup = HopperOnly<sm80::WarpgroupTileConfig<kHeadDim>>;
   using WarpgroupPair = HopperOnly<sm80::WarpgroupPairTileConfig<kHeadDim>>;
 };
 
-// THE instantiation list: fn receives the tiles of one (dtype, head dim) (Tiles).
-// Returns false when (dtype, head_dim) has no kernel, or was left out (common/pruning.hpp).
+// THE instantiation list: fn receives the tiles of one (dtype, head dim) (Tiles), every multiple
+// of 32 up to 256; another multiple of 8 runs on the next one up (common/head_dim.hpp). Returns
+// false when (dtype, head_dim) has no kernel, or was left out (common/pruning.hpp).
 template <typename Element, int kHeadDim, typename Fn>
 bool call_if_built(Fn& fn) {
   constexpr DType kDType = std::is_same_v<Element, __half> ? DType::kFloat16 : DType::kBFloat16;
@@ -56,11 +60,21 @@ bool call_if_built(Fn& fn) {
 }
 template <typename Element, typename Fn>
 bool with_head_dim(int64_t head_dim, Fn&& fn) {
-  switch (head_dim) {
+  switch (instantiated_head_dim(head_dim)) {
+    case 32:
+      return call_if_built<Element, 32>(fn);
     case 64:
       return call_if_built<Element, 64>(fn);
+    case 96:
+      return call_if_built<Element, 96>(fn);
     case 128:
       return call_if_built<Element, 128>(fn);
+    case 160:
+      return call_if_built<Element, 160>(fn);
+    case 192:
+      return call_if_built<Element, 192>(fn);
+    case 224:
+      return call_if_built<Element, 224>(fn);
     case 256:
       return call_if_built<Element, 256>(fn);
     default:
@@ -88,6 +102,7 @@ FwdParams kernel_view(const Problem& problem) {
   p.o_batch = a.o.strides.batch, p.o_seq = a.o.strides.seq, p.o_head = a.o.strides.head;
   p.batch = static_cast<int>(a.batch);
   p.seqlen_k = static_cast<int>(a.seqlen_k);
+  p.head_dim = static_cast<int>(a.head_dim);
   const ScoreScaling scaling = score_scaling(problem);
   p.scale = scaling.scale;
   p.scale_log2 = scaling.scale_log2;
@@ -250,7 +265,7 @@ Status launch_with(const Problem& problem, const cudaDeviceProp& device, void* w
   FwdParams p = plan<Traits>(problem, device);
   if (p.num_splits > 1) {
     p.o_partial = static_cast<float*>(workspace);
-    p.lse_partial = p.o_partial + p.num_splits * kernel_rows(p) * Traits::kHeadDim;
+    p.lse_partial = p.o_partial + p.num_splits * kernel_rows(p) * p.head_dim;
   }
 
   // Programmatic dependent launch for the small-grid tiles, which are launch-bound (the launch and
@@ -260,18 +275,21 @@ Status launch_with(const Problem& problem, const cudaDeviceProp& device, void* w
   // that way, B1 H8 S512 with 3 splits took 11.5 us against 10.4 plain (docs/perf.md v12).
   const bool pdl = problem.params.enable_pdl && Traits::kSmallGrid && p.num_splits == 1 &&
                    dependent_launch_runs(device);
-  // The pair's kernels are compiled in their own file (warpgroup_pair.hpp).
+  // The pair's kernels are compiled in their own file (warpgroup_pair.hpp), the mma.sync tiles'
+  // in one per head dim (tile_launch.hpp).
   const cudaError_t launched = [&] {
     if constexpr (Traits::kClusterCtas > 1) {
       return sm80::launch_warpgroup_pair<Element>(p, pdl, stream);
-    } else {
+    } else if constexpr (Traits::kWarpgroupMma) {
       return sm80::launch_fwd_kernel<Traits>(p, pdl, stream);
+    } else {
+      return sm80::launch_tile<Traits>(p, pdl, stream);
     }
   }();
   if (Status s = launch_status(launched, "sm80 fwd_kernel"); !s.ok()) return s;
 
   if (p.num_splits > 1) {
-    return launch_status(sm80::launch_combine<Element>(p, Traits::kHeadDim, stream),
+    return launch_status(sm80::launch_combine<Element>(p, p.head_dim, stream),
                          "sm80 combine_kernel");
   }
   return Status::Ok();
@@ -301,9 +319,9 @@ const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
                                  : warpgroup_tile_runs<typename TilesT::WarpgroupPair>(device);
         }
       })) {
-    const bool listed = a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256;
-    return listed ? pruned_reason(a.q.dtype, static_cast<int>(a.head_dim))
-                  : "has no kernel for this head_dim; use 64, 128 or 256";
+    const int instantiated = instantiated_head_dim(a.head_dim);
+    return instantiated != 0 ? pruned_reason(a.q.dtype, instantiated)
+                             : "has no kernel for this head_dim; use a multiple of 8 up to 256";
   }
   if (a.tile == TileShape::kWarpgroupPair && a.num_splits > 1) {
     return "tile kWarpgroupPair splits the keys across its CTA pair itself; use num_splits 0 or 1";
@@ -327,7 +345,7 @@ size_t sm80_workspace_bytes(const Problem& problem) {
     with_variant<decltype(tiles)>(problem, device, [&](auto chosen) {
       using Traits = decltype(chosen);
       const FwdParams p = plan<Traits>(problem, device);
-      bytes = sm80::split_workspace_bytes(p.num_splits, kernel_rows(p), Traits::kHeadDim);
+      bytes = sm80::split_workspace_bytes(p.num_splits, kernel_rows(p), p.head_dim);
     });
   });
   return bytes;
