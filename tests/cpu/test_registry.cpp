@@ -39,8 +39,10 @@ TEST(Registry, Sm80TakesEveryMultipleOf8UpTo256) {
     for (TileShape tile : {TileShape::kLarge, TileShape::kSmall}) {
       params.head_dim = head_dim;
       params.tile = tile;
-      EXPECT_STREQ(entry->rejects(make_problem(params), device), "")
-          << "head_dim " << head_dim << ", tile " << static_cast<int>(tile);
+      // A build that prunes the instantiation (cmake/pruning.cmake) says so instead.
+      const std::string why = entry->rejects(make_problem(params), device);
+      EXPECT_TRUE(why.empty() || why.find("in this build") != std::string::npos)
+          << "head_dim " << head_dim << ", tile " << static_cast<int>(tile) << ": " << why;
     }
   }
   for (int64_t head_dim : {4, 100, 264}) {
