@@ -3,9 +3,10 @@
 # or dtype left out becomes FLASHCORE_DISABLE_HDIM<D> / FLASHCORE_DISABLE_FP16 / _BF16, which
 # src/common/pruning.hpp reads for the instantiation lists and the backends' rejects(): a problem
 # that needs a left-out kernel is rejected with a reason that says so, and auto picks another
-# backend. sm80 instantiates 64, 128 and 256 of these head dims; sm90 all eight (a head dim that
-# is another multiple of 8 runs on the next multiple of 32 up). The scalar and WMMA kernels are
-# small and always built.
+# backend. sm80 and sm90 instantiate all eight head dims, each in translation units of its own (a
+# head dim that is another multiple of 8 runs on the next multiple of 32 up, src/common/head_dim.hpp,
+# so leaving out 96 also leaves out 72, 80 and 88). The scalar and WMMA kernels are small and
+# always built.
 set(FLASHCORE_ALL_HEAD_DIMS 32 64 96 128 160 192 224 256)
 set(FLASHCORE_HEAD_DIMS "${FLASHCORE_ALL_HEAD_DIMS}" CACHE STRING
     "Head dims to build sm80/sm90 kernels for (a subset of ${FLASHCORE_ALL_HEAD_DIMS})")

@@ -64,7 +64,8 @@ constexpr bool kernel_built(DType dtype, int head_dim) {
 }
 
 // Why a backend has no kernel for (dtype, head_dim) its list instantiates in a full build, or ""
-// when this build has it. head_dim is the instantiation's (sm90 rounds up to a multiple of 32).
+// when this build has it. head_dim is the instantiation's (common/head_dim.hpp rounds up to a
+// multiple of 32).
 constexpr const char* pruned_reason(DType dtype, int head_dim) {
   if (!dtype_built(dtype)) {
     return dtype == DType::kFloat16

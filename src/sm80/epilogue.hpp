@@ -1,5 +1,6 @@
 // Epilogue: normalized O in the input dtype plus LSE, or (split-KV) fp32 partial O plus partial
-// LSE for the combine kernel. Only rows < seqlen_q are written.
+// LSE for the combine kernel. Only rows < seqlen_q and dims < FwdParams::head_dim are written (the
+// instantiation may be wider than the caller's head dim: common/head_dim.hpp).
 #pragma once
 
 #include <cstdint>
@@ -47,9 +48,10 @@ __device__ __forceinline__ void store_output(const FwdParams& p, const OutputTil
         const int row = tile.row_begin + warp_row0 + mt * kMmaM + g + 8 * half;
         if (row >= tile.row_end) continue;
         const int64_t index = tile.partial_row_index(p, row);
-        float* out = p.o_partial + index * Traits::kHeadDim + first_tile * kMmaN;
+        float* out = p.o_partial + index * p.head_dim + first_tile * kMmaN;
 #pragma unroll
         for (int j = 0; j < kNTiles; ++j) {
+          if ((first_tile + j) * kMmaN >= p.head_dim) break;  // n8 tiles past the caller's dims
           *reinterpret_cast<float2*>(out + j * kMmaN + 2 * t) = make_float2(
               o[mt][j][2 * half] * inv_sum[mt][half], o[mt][j][2 * half + 1] * inv_sum[mt][half]);
         }
@@ -84,15 +86,19 @@ __device__ __forceinline__ void store_output(const FwdParams& p, const OutputTil
   __syncwarp();
 
   Element* o_base = static_cast<Element*>(p.o) + tile.batch * p.o_batch + tile.head * p.o_head;
+  // The lanes take the warp's chunks in turn. A key group's share need not be a multiple of 32
+  // chunks (16 rows x 3 n8 tiles at hd96), and then the last turn is partial.
   constexpr int kWarpChunks = Traits::kWarpRows * kNTiles;
-  static_assert(kWarpChunks % kWarpSize == 0, "every lane stores the same number of chunks");
 #pragma unroll
-  for (int i = 0; i < kWarpChunks / kWarpSize; ++i) {
+  for (int i = 0; i < (kWarpChunks + kWarpSize - 1) / kWarpSize; ++i) {
     const int idx = lane + i * kWarpSize;
     const int local_row = warp_row0 + idx / kNTiles;
     const int chunk = first_tile + idx % kNTiles;
     const int row = tile.row_begin + local_row;
-    if (row >= tile.row_end) continue;
+    if ((kWarpChunks % kWarpSize != 0 && idx >= kWarpChunks) || row >= tile.row_end ||
+        chunk * kChunkElems >= p.head_dim) {
+      continue;
+    }
     *reinterpret_cast<uint4*>(o_base + row * p.o_seq + chunk * kChunkElems) =
         *reinterpret_cast<const uint4*>(q_smem + chunk_offset<kChunks>(local_row, chunk));
   }
@@ -108,9 +114,10 @@ __device__ __forceinline__ void store_empty(const FwdParams& p, const OutputTile
   for (int idx = tid; idx < rows * kChunks; idx += Traits::kThreads) {
     const int row = tile.row_begin + idx / kChunks;
     const int col = (idx % kChunks) * kChunkElems;
+    if (col >= p.head_dim) continue;
     if (p.num_splits > 1) {
-      float4* out = reinterpret_cast<float4*>(
-          p.o_partial + tile.partial_row_index(p, row) * Traits::kHeadDim + col);
+      float4* out = reinterpret_cast<float4*>(p.o_partial +
+                                              tile.partial_row_index(p, row) * p.head_dim + col);
       out[0] = make_float4(0.f, 0.f, 0.f, 0.f);
       out[1] = make_float4(0.f, 0.f, 0.f, 0.f);
     } else {

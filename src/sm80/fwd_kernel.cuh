@@ -116,13 +116,13 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     const int key0 = block * Traits::kBlockKV;
     load_tile_async<Traits, Traits::kBlockKV>(kv_smem + stage * 2 * Traits::kKVTileBytes,
                                               at.k + key0 * p.k_seq, p.k_seq, p.seqlen_k - key0,
-                                              tid);
+                                              p.head_dim, tid);
   };
   auto load_v = [&](int block, int stage) {
     const int key0 = block * Traits::kBlockKV;
     load_tile_async<Traits, Traits::kBlockKV>(kv_smem + (stage * 2 + 1) * Traits::kKVTileBytes,
                                               at.v + key0 * p.v_seq, p.v_seq, p.seqlen_k - key0,
-                                              tid);
+                                              p.head_dim, tid);
   };
 
   const int warp_row0 = row_warp * Traits::kWarpRows;
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   // Q rides in the first cp.async group. Every K/V buffer is free at the start, so the prologue
   // fills them all rather than issuing the second load only after the first wait.
   load_tile_async<Traits, Traits::kBlockM>(q_smem, at.q, p.q_seq, tile.row_end - tile.row_begin,
-                                           tid);
+                                           p.head_dim, tid);
   if constexpr (Traits::kStages == 1) {
     load_k(range.begin, 0);
     cute::cp_async_fence();

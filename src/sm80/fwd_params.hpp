@@ -81,6 +81,10 @@ struct FwdParams {
   int num_splits;      // 1: write O and LSE directly; > 1: write partials for the combine kernel
   float* o_partial;    // [num_splits, batch, heads, seqlen_q, head_dim] fp32, normalized per split
   float* lse_partial;  // [num_splits, batch, heads, seqlen_q] natural-log LSE of each split
+  // The caller's head dim, a multiple of 8 up to the instantiation's (common/head_dim.hpp): loads
+  // zero-fill the dims past it, stores skip them, and the partials above are this wide. Last, so
+  // that the fields before it keep their offsets (see the top of this struct).
+  int head_dim;
 };
 
 }  // namespace flashcore::sm80

@@ -37,6 +37,7 @@ inline FwdParams kernel_view(const detail::Problem& problem) {
   p.v_batch = a.v.strides.batch, p.v_seq = a.v.strides.seq, p.v_head = a.v.strides.head;
   p.o_batch = a.o.strides.batch, p.o_seq = a.o.strides.seq, p.o_head = a.o.strides.head;
   p.batch = static_cast<int>(a.batch);
+  p.head_dim = static_cast<int>(a.head_dim);
   p.seqlen_k = static_cast<int>(a.seqlen_k);
   const detail::ScoreScaling scaling = detail::score_scaling(problem);
   p.scale = scaling.scale;
@@ -102,7 +103,7 @@ FwdParams plan(const detail::Problem& problem, const cudaDeviceProp& device) {
 template <typename Traits>
 size_t workspace_bytes(const detail::Problem& problem, const cudaDeviceProp& device) {
   const FwdParams p = plan<Traits>(problem, device);
-  return split_workspace_bytes(p.num_splits, kernel_rows(p), Traits::kHeadDim);
+  return split_workspace_bytes(p.num_splits, kernel_rows(p), p.head_dim);
 }
 
 // Plans Traits' grid, then launch_fwd(p, dependent, stream) -> cudaError_t launches the kernel
@@ -120,14 +121,14 @@ Status launch_planned(const detail::Problem& problem, const cudaDeviceProp& devi
   FwdParams p = plan<Traits>(problem, device);
   if (p.num_splits > 1) {
     p.o_partial = static_cast<float*>(workspace);
-    p.lse_partial = p.o_partial + p.num_splits * kernel_rows(p) * Traits::kHeadDim;
+    p.lse_partial = p.o_partial + p.num_splits * kernel_rows(p) * p.head_dim;
   }
   const bool dependent = problem.params.enable_pdl && p.num_splits == 1;
   if (Status s = detail::launch_status(launch_fwd(p, dependent, stream), fwd_name); !s.ok()) {
     return s;
   }
   if (p.num_splits > 1) {
-    return detail::launch_status(launch_combine<Element>(p, Traits::kHeadDim, stream),
+    return detail::launch_status(launch_combine<Element>(p, p.head_dim, stream),
                                  combine_name);
   }
   return Status::Ok();

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include <cute/arch/mma_sm80.hpp>
+#include <numeric>
 #include <type_traits>
 
 namespace flashcore::sm80 {
@@ -30,6 +31,20 @@ inline constexpr int kChunkElems = 8;  // one 16-byte cp.async / ldmatrix row = 
 template <int kHeadDim>
 struct TileConfig;
 
+// Registers below count fp32 accumulators per thread: O is (m16 tiles per warp) x D / 2, S is
+// (m16 tiles per warp) x BLOCK_N / 2. The head dims FlashAttention-2 also instantiates (32, 96,
+// 160, 192, 224) start from its A100 tiles, with one m16 tile per warp where two spilled; every
+// entry compiles without spills on sm_80 and sm_90a (ptxas figures in docs/perf.md, "sm80: every
+// head dim").
+//
+// 8 KiB Q + 3 x (8 KiB K + 8 KiB V) = 56 KiB, two CTAs per SM; 32 O + 128 S accumulators. A KV
+// step of hd32 is two k-steps of Q K^T, so the softmax and the barrier dominate it: 128-key tiles
+// (FlashAttention-2's hd32 tile) halve the steps, and the ring of hd64 hides the loads.
+template <>
+struct TileConfig<32> {
+  static constexpr int kBlockM = 128, kBlockN = 128, kRowWarps = 4, kKeyGroups = 1, kStages = 3,
+                       kMinCtasPerSm = 2;
+};
 // 16 KiB Q + 3 x 16 KiB K/V = 64 KiB; registers (64 O + 64 S accumulators per thread) allow two
 // CTAs per SM. A KV step is short at hd64, so the 3-deep ring (loads two steps ahead) pays: the
 // two-barrier schedule was 7% slower here.
@@ -38,12 +53,43 @@ struct TileConfig<64> {
   static constexpr int kBlockM = 128, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 3,
                        kMinCtasPerSm = 2;
 };
+// 24 KiB Q + 12 KiB K + 12 KiB V = 48 KiB, two CTAs per SM; FlashAttention-2's hd96 tile (two
+// m16 tiles per warp, 96 O + 64 S accumulators). A 2-stage ring spilled 64 bytes (sm_80) and 84
+// (sm_90a) at 255 registers.
+template <>
+struct TileConfig<96> {
+  static constexpr int kBlockM = 128, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 1,
+                       kMinCtasPerSm = 2;
+};
 // 32 KiB Q + 16 KiB K + 16 KiB V = 64 KiB, two 4-warp CTAs per SM with two m16 tiles per warp
 // (FlashAttention-2's hd128 tile). The 128 O + 64 S accumulators leave no registers for a K/V
 // ring: a 2-stage ring needed 80 bytes of spills (ptxas, sm_90a).
 template <>
 struct TileConfig<128> {
   static constexpr int kBlockM = 128, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 1,
+                       kMinCtasPerSm = 2;
+};
+// 20 KiB Q + 20 KiB K + 20 KiB V = 60 KiB: two 4-warp CTAs per SM, one m16 tile per warp (80 O
+// + 32 S accumulators), the hd192/hd256 schedule. FlashAttention-2's A100 tile (128 rows, two m16
+// tiles per warp, 32-key tiles: 160 O + 32 S) spilled 28 bytes at 255 registers (sm_90a).
+template <>
+struct TileConfig<160> {
+  static constexpr int kBlockM = 64, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 1,
+                       kMinCtasPerSm = 2;
+};
+// 24 KiB Q + 24 KiB K + 24 KiB V = 72 KiB: two 4-warp CTAs per SM (144 KiB, A100 too), one m16
+// tile per warp (96 O + 32 S accumulators); two tiles would need 192 O accumulators, too many
+// next to S and the fragments. The hd256 schedule: one CTA computes while the other waits.
+template <>
+struct TileConfig<192> {
+  static constexpr int kBlockM = 64, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 1,
+                       kMinCtasPerSm = 2;
+};
+// 28 KiB Q + 28 KiB K + 28 KiB V = 84 KiB: two 4-warp CTAs per SM on the H100 (one on A100's
+// 164 KiB, as hd256), one m16 tile per warp (112 O + 32 S accumulators).
+template <>
+struct TileConfig<224> {
+  static constexpr int kBlockM = 64, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 1,
                        kMinCtasPerSm = 2;
 };
 // 32 KiB Q + 32 KiB K + 32 KiB V = 96 KiB: two 4-warp CTAs per SM on the H100 (one on A100's
@@ -65,6 +111,13 @@ struct TileConfig<256> {
 // the hd64 and hd128 tiles do not fit and auto keeps the large tile.
 template <int kHeadDim>
 struct SmallGridTileConfig;
+// 2 KiB Q + 2 stages x (16 KiB K + 16 KiB V) = 66 KiB; 8 warps (16 O + 32 S accumulators);
+// loads one step ahead, as hd64.
+template <>
+struct SmallGridTileConfig<32> {
+  static constexpr int kBlockM = 32, kBlockN = 64, kRowWarps = 2, kKeyGroups = 4, kStages = 2,
+                       kMinCtasPerSm = 1;
+};
 // 4 KiB Q + 2 stages x (32 KiB K + 32 KiB V) = 132 KiB; 8 warps; loads one step ahead.
 template <>
 struct SmallGridTileConfig<64> {
@@ -75,6 +128,32 @@ struct SmallGridTileConfig<64> {
 template <>
 struct SmallGridTileConfig<128> {
   static constexpr int kBlockM = 32, kBlockN = 64, kRowWarps = 2, kKeyGroups = 4, kStages = 1,
+                       kMinCtasPerSm = 1;
+};
+// 6 KiB Q + 48 KiB K + 48 KiB V = 102 KiB; 8 warps (48 O + 32 S accumulators), as hd128. A
+// second stage would take 198 KiB, more than A100 gives a CTA.
+template <>
+struct SmallGridTileConfig<96> {
+  static constexpr int kBlockM = 32, kBlockN = 64, kRowWarps = 2, kKeyGroups = 4, kStages = 1,
+                       kMinCtasPerSm = 1;
+};
+// From hd160 on, 32-key slices keep four key groups (8 warps) within A100's 163 KiB per CTA:
+// 10 KiB Q + 40 KiB K + 40 KiB V = 90 KiB (80 O + 16 S accumulators).
+template <>
+struct SmallGridTileConfig<160> {
+  static constexpr int kBlockM = 32, kBlockN = 32, kRowWarps = 2, kKeyGroups = 4, kStages = 1,
+                       kMinCtasPerSm = 1;
+};
+// 12 KiB Q + 48 KiB K + 48 KiB V = 108 KiB; 8 warps (96 O + 16 S accumulators).
+template <>
+struct SmallGridTileConfig<192> {
+  static constexpr int kBlockM = 32, kBlockN = 32, kRowWarps = 2, kKeyGroups = 4, kStages = 1,
+                       kMinCtasPerSm = 1;
+};
+// 14 KiB Q + 56 KiB K + 56 KiB V = 126 KiB; 8 warps (112 O + 16 S accumulators).
+template <>
+struct SmallGridTileConfig<224> {
+  static constexpr int kBlockM = 32, kBlockN = 32, kRowWarps = 2, kKeyGroups = 4, kStages = 1,
                        kMinCtasPerSm = 1;
 };
 // 16 KiB Q + 32 KiB K + 32 KiB V = 80 KiB; 4 warps (the 128-register O accumulator of hd256
@@ -173,6 +252,10 @@ struct KernelTraits {
   static constexpr int kScoreNTiles = kBlockN / kMmaN;   // n8 tiles of S per m16 tile
   static constexpr int kOutNTiles = kHeadDim / kMmaN;    // n8 tiles of O per m16 tile
   static constexpr int kChunksPerRow = kHeadDim / kChunkElems;
+  // cp.async tile loads (tile_io.hpp): kLoadThreadsPerRow threads share a row, each copying every
+  // kLoadThreadsPerRow-th chunk of it. All of a row's chunks (one each) where the CTA's threads
+  // divide into rows (hd64, 128, 256); four or eight where they do not (12, 20, 24 or 28 chunks).
+  static constexpr int kLoadThreadsPerRow = std::gcd(kChunksPerRow, kThreads);
 
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKVTileBytes = kBlockKV * kHeadDim * 2;             // one of K or V
@@ -188,6 +271,14 @@ struct KernelTraits {
   static_assert(kClusterCtas == 1 || kKeyGroups == 1,
                 "CTAs that split a query tile's keys do not split them across warps too");
   static_assert(kBlockN % kMmaK == 0 && kHeadDim % kMmaK == 0, "tiles are whole mma k-steps");
+  static_assert(kHeadDim % 32 == 0, "rows are whole groups of four 16-byte chunks (tile_io.hpp)");
 };
+
+// The two mma.sync tiles of one (dtype, head dim): the large one (TileConfig) and the small-grid
+// one (SmallGridTileConfig).
+template <typename Element, int kHeadDim>
+using LargeTile = KernelTraits<Element, kHeadDim>;
+template <typename Element, int kHeadDim>
+using SmallTile = KernelTraits<Element, kHeadDim, SmallGridTileConfig<kHeadDim>>;
 
 }  // namespace flashcore::sm80

@@ -44,8 +44,8 @@ __device__ __forceinline__ void gemm_qk(const char* q_smem, const char* k_smem, 
     }
   }
   // Every row below is a multiple of 8 plus the lane part, so row & 7 == lane % 8.
-  const int q_xor = (lane % 8) ^ (lane / 16);
-  const int k_xor = (lane % 8) ^ ((lane / 8) % 2);
+  const LaneSwizzle q_xor = lane_swizzle(lane % 8, lane / 16);
+  const LaneSwizzle k_xor = lane_swizzle(lane % 8, (lane / 8) % 2);
 #pragma unroll
   for (int kk = 0; kk < Traits::kHeadDim / kMmaK; ++kk) {
     uint32_t q_frag[Traits::kWarpMTiles][4];
@@ -141,7 +141,7 @@ template <typename Traits>
 __device__ __forceinline__ void gemm_pv(const char* v_smem, int lane, const ProbFrag<Traits>& p,
                                         OutFrag<Traits>& o) {
   constexpr int kChunks = Traits::kChunksPerRow;
-  const int v_xor = (lane % 8) ^ (lane / 16);  // rows are kk * 16 + lane % 16
+  const LaneSwizzle v_xor = lane_swizzle(lane % 8, lane / 16);  // rows are kk * 16 + lane % 16
 #pragma unroll
   for (int kk = 0; kk < Traits::kBlockN / kMmaK; ++kk) {
 #pragma unroll

@@ -1,18 +1,20 @@
 // Host side of the sm80 backend: the instantiation list (dtype x head dim, everything else is a
 // runtime argument), the tile choice and the registry hooks. Planning and launching are shared
-// with the sm90 backend's small-grid tiles (fwd_plan.hpp).
+// with the sm90 backend's small-grid tiles (fwd_plan.hpp). The mma.sync tiles' kernels are compiled
+// one head dim per translation unit (tile_launch.hpp).
 #include <cstdint>
 #include <type_traits>
 
 #include "common/device_properties.hpp"
 #include "common/feature_gates.hpp"
+#include "common/head_dim.hpp"
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
-#include "sm80/fwd_kernel.cuh"
 #include "sm80/fwd_params.hpp"
 #include "sm80/fwd_plan.hpp"
 #include "sm80/kernel_traits.hpp"
 #include "sm80/sm80_fwd.hpp"
+#include "sm80/tile_launch.hpp"
 
 namespace flashcore::detail {
 namespace {
@@ -29,12 +31,13 @@ constexpr int64_t kMaxGridYZ = 65535;  // heads go to gridDim.y, batch to gridDi
 // src/sm90/small_grid/.)
 template <typename Element, int kHeadDim>
 struct Tiles {
-  using Large = KernelTraits<Element, kHeadDim>;
-  using Small = KernelTraits<Element, kHeadDim, sm80::SmallGridTileConfig<kHeadDim>>;
+  using Large = sm80::LargeTile<Element, kHeadDim>;
+  using Small = sm80::SmallTile<Element, kHeadDim>;
 };
 
-// THE instantiation list: fn receives the tiles of one (dtype, head dim) (Tiles).
-// Returns false when (dtype, head_dim) has no kernel, or was left out (common/pruning.hpp).
+// THE instantiation list: fn receives the tiles of one (dtype, head dim) (Tiles), every multiple
+// of 32 up to 256; another multiple of 8 runs on the next one up (common/head_dim.hpp). Returns
+// false when (dtype, head_dim) has no kernel, or was left out (common/pruning.hpp).
 template <typename Element, int kHeadDim, typename Fn>
 bool call_if_built(Fn& fn) {
   constexpr DType kDType = std::is_same_v<Element, __half> ? DType::kFloat16 : DType::kBFloat16;
@@ -43,11 +46,21 @@ bool call_if_built(Fn& fn) {
 }
 template <typename Element, typename Fn>
 bool with_head_dim(int64_t head_dim, Fn&& fn) {
-  switch (head_dim) {
+  switch (instantiated_head_dim(head_dim)) {
+    case 32:
+      return call_if_built<Element, 32>(fn);
     case 64:
       return call_if_built<Element, 64>(fn);
+    case 96:
+      return call_if_built<Element, 96>(fn);
     case 128:
       return call_if_built<Element, 128>(fn);
+    case 160:
+      return call_if_built<Element, 160>(fn);
+    case 192:
+      return call_if_built<Element, 192>(fn);
+    case 224:
+      return call_if_built<Element, 224>(fn);
     case 256:
       return call_if_built<Element, 256>(fn);
     default:
@@ -104,9 +117,9 @@ const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
         smem_bytes =
             a.tile == TileShape::kSmall ? TilesT::Small::kSmemBytes : TilesT::Large::kSmemBytes;
       })) {
-    const bool listed = a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256;
-    return listed ? pruned_reason(a.q.dtype, static_cast<int>(a.head_dim))
-                  : "has no kernel for this head_dim; use 64, 128 or 256";
+    const int instantiated = instantiated_head_dim(a.head_dim);
+    return instantiated != 0 ? pruned_reason(a.q.dtype, instantiated)
+                             : "has no kernel for this head_dim; use a multiple of 8 up to 256";
   }
   if (static_cast<size_t>(smem_bytes) > device.sharedMemPerBlockOptin) {
     return "needs more shared memory per block than this GPU allows for this head_dim";
@@ -133,9 +146,10 @@ Status launch_sm80(const Problem& problem, void* workspace, cudaStream_t stream)
   with_traits(problem.params.q.dtype, problem.params.head_dim, [&](auto tiles) {
     with_variant<decltype(tiles)>(problem, device, [&](auto chosen) {
       using Traits = decltype(chosen);
-      // Launched plainly: the sm_80 tiles never wait for the previous grid (Independent).
+      // Launched plainly: the sm_80 tiles never wait for the previous grid (Independent). Their
+      // kernels live in sm80_fwd_hd<D>.cu (tile_launch.hpp).
       status = sm80::launch_planned<Traits>(problem, device, workspace, stream,
-                                            sm80::launch_fwd_kernel<Traits>, "sm80 fwd_kernel",
+                                            sm80::launch_tile<Traits>, "sm80 fwd_kernel",
                                             "sm80 combine_kernel");
     });
   });

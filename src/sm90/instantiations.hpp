@@ -1,8 +1,8 @@
 // THE sm90 instantiation list: one kernel per (dtype, head dim), head dims every multiple of 32
 // up to 256 (FlashAttention-2's set). A head dim that is another multiple of 8 runs on the next
-// one up: the TMA fills the missing dims of Q, K and V with zeros (which add nothing to Q K^T and
-// give zero O columns) and the epilogue stores only the caller's dims. Each head dim is compiled in
-// its own translation unit (sm90_fwd_hd<D>.cu) so that they build in parallel.
+// one up (common/head_dim.hpp): the TMA fills the missing dims of Q, K and V with zeros and the
+// epilogue stores only the caller's dims. Each head dim is compiled in its own translation unit
+// (sm90_fwd_hd<D>.cu) so that they build in parallel.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -10,20 +10,14 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/head_dim.hpp"
 #include "common/pruning.hpp"
 #include "sm90/launch_args.hpp"
 #include "sm90/tile_table.hpp"
 
 namespace flashcore::sm90 {
 
-inline constexpr int kHeadDimStep = 32;
-inline constexpr int kMaxHeadDim = static_cast<int>(flashcore::kMaxHeadDim);
-
-// The instantiation a head dim runs on, or 0 when it has none (not a multiple of 8, or > 256).
-constexpr int instantiated_head_dim(int64_t head_dim) {
-  if (head_dim <= 0 || head_dim > kMaxHeadDim || head_dim % 8 != 0) return 0;
-  return static_cast<int>((head_dim + kHeadDimStep - 1) / kHeadDimStep * kHeadDimStep);
-}
+using detail::instantiated_head_dim;
 
 // Defined once per head dim by FLASHCORE_SM90_INSTANTIATE in sm90_fwd_hd<D>.cu.
 template <int kHeadDim>
