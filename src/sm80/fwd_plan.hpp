@@ -128,8 +128,7 @@ Status launch_planned(const detail::Problem& problem, const cudaDeviceProp& devi
     return s;
   }
   if (p.num_splits > 1) {
-    return detail::launch_status(launch_combine<Element>(p, p.head_dim, stream),
-                                 combine_name);
+    return detail::launch_status(launch_combine<Element>(p, p.head_dim, stream), combine_name);
   }
   return Status::Ok();
 }
