@@ -42,9 +42,9 @@ inline constexpr int kStages = 2;
 // head and share every K and V tile: each CTA loads its share of the tile and the TMA multicasts it
 // to the others, so the L2 serves each K/V tile once per cluster instead of once per CTA. A
 // 128 x 128 tile of S and of P V takes 64 KiB of K and V per key block, and at 600 TFLOP/s the SMs
-// together pull about 5 TB/s of it from L2, near what the L2 delivers; the saving matters most
-// where short tiles add Q loads and O stores to the same traffic (S 512 - 1k). Masked problems
-// keep one-CTA tiles: their blocks see different key ranges, and they take tiles dynamically.
+// together pull about 5 TB/s of it from L2. Measured (docs/perf.md, sm90 v6): +3 to +14% at hd128
+// S 1k-8k and hd256 S 512-2k. Masked problems keep one-CTA tiles: their blocks see different key
+// ranges, and they take tiles dynamically.
 inline constexpr int kKVClusterCtas = 2;
 
 }  // namespace flashcore::sm90
