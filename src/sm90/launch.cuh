@@ -6,6 +6,7 @@
 #include <cutlass/numeric_types.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "sm90/fwd_kernel.cuh"
 #include "sm90/instantiations.hpp"
@@ -103,15 +104,29 @@ cudaError_t launch_traits(const LaunchArgs& in, cudaStream_t stream) {
   }
 }
 
+// One dtype's kernels of an instantiation: none when this build leaves the dtype out
+// (FLASHCORE_DTYPES, common/pruning.hpp; sm90_rejects says so before any launch).
+template <typename Element, int kHeadDim>
+cudaError_t launch_dtype(const LaunchArgs& args, cudaStream_t stream) {
+  constexpr DType kDType =
+      std::is_same_v<Element, cutlass::bfloat16_t> ? DType::kBFloat16 : DType::kFloat16;
+  if constexpr (!detail::kernel_built(kDType, kHeadDim)) {
+    (void)args;
+    (void)stream;
+    return cudaErrorInvalidDeviceFunction;
+  } else {
+    if (args.cluster_ctas == kKVClusterCtas) {
+      return launch_traits<Element, kHeadDim, kKVClusterCtas>(args, stream);
+    }
+    if (args.cluster_ctas != 1) return cudaErrorNotSupported;
+    return launch_traits<Element, kHeadDim>(args, stream);
+  }
+}
+
 template <int kHeadDim>
 cudaError_t launch_head_dim(const LaunchArgs& args, cudaStream_t stream) {
-  if (args.cluster_ctas == kKVClusterCtas) {
-    return args.bf16 ? launch_traits<cutlass::bfloat16_t, kHeadDim, kKVClusterCtas>(args, stream)
-                     : launch_traits<cutlass::half_t, kHeadDim, kKVClusterCtas>(args, stream);
-  }
-  if (args.cluster_ctas != 1) return cudaErrorNotSupported;
-  return args.bf16 ? launch_traits<cutlass::bfloat16_t, kHeadDim>(args, stream)
-                   : launch_traits<cutlass::half_t, kHeadDim>(args, stream);
+  return args.bf16 ? launch_dtype<cutlass::bfloat16_t, kHeadDim>(args, stream)
+                   : launch_dtype<cutlass::half_t, kHeadDim>(args, stream);
 }
 
 template <int kHeadDim>
