@@ -20,31 +20,52 @@ struct LaunchShape {
   bool dependent = false;
 };
 
+// A launch's cudaLaunchConfig_t with its attributes (which it points into, so it is not copied).
+class LaunchConfig {
+ public:
+  LaunchConfig(const LaunchShape& shape, cudaStream_t stream) {
+    unsigned count = 0;
+    if (shape.cluster_ctas > 1) {
+      attributes_[count].id = cudaLaunchAttributeClusterDimension;
+      attributes_[count].val.clusterDim.x = shape.cluster_ctas;
+      attributes_[count].val.clusterDim.y = 1;
+      attributes_[count].val.clusterDim.z = 1;
+      ++count;
+    }
+    if (shape.dependent) {
+      attributes_[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attributes_[count].val.programmaticStreamSerializationAllowed = 1;
+      ++count;
+    }
+    config_.gridDim = shape.grid;
+    config_.blockDim = dim3(shape.threads);
+    config_.dynamicSmemBytes = shape.smem_bytes;
+    config_.stream = stream;
+    config_.attrs = attributes_;
+    config_.numAttrs = count;
+  }
+  LaunchConfig(const LaunchConfig&) = delete;
+  LaunchConfig& operator=(const LaunchConfig&) = delete;
+  const cudaLaunchConfig_t* get() const { return &config_; }
+
+ private:
+  cudaLaunchAttribute attributes_[2]{};
+  cudaLaunchConfig_t config_{};
+};
+
 template <typename... KernelArgs, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(KernelArgs...), const LaunchShape& shape,
                           cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attributes[2]{};
-  unsigned count = 0;
-  if (shape.cluster_ctas > 1) {
-    attributes[count].id = cudaLaunchAttributeClusterDimension;
-    attributes[count].val.clusterDim.x = shape.cluster_ctas;
-    attributes[count].val.clusterDim.y = 1;
-    attributes[count].val.clusterDim.z = 1;
-    ++count;
-  }
-  if (shape.dependent) {
-    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[count].val.programmaticStreamSerializationAllowed = 1;
-    ++count;
-  }
-  cudaLaunchConfig_t config{};
-  config.gridDim = shape.grid;
-  config.blockDim = dim3(shape.threads);
-  config.dynamicSmemBytes = shape.smem_bytes;
-  config.stream = stream;
-  config.attrs = attributes;
-  config.numAttrs = count;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  const LaunchConfig config(shape, stream);
+  return cudaLaunchKernelEx(config.get(), kernel, std::forward<Args>(args)...);
+}
+
+// How many clusters of shape.cluster_ctas CTAs of kernel fit on the device at once.
+template <typename... KernelArgs>
+cudaError_t max_active_clusters(void (*kernel)(KernelArgs...), const LaunchShape& shape,
+                                int* clusters) {
+  const LaunchConfig config(shape, nullptr);
+  return cudaOccupancyMaxActiveClusters(clusters, kernel, config.get());
 }
 
 }  // namespace flashcore::detail

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "common/launch.hpp"
 #include "sm90/fwd_kernel.cuh"
 #include "sm90/instantiations.hpp"
 #include "sm90/kernel_traits.hpp"
@@ -34,30 +35,20 @@ cudaError_t launch_kernel(const FwdParams<Traits>& params, int num_ctas, cudaStr
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (configured != cudaSuccess) return configured;
-  if constexpr (Traits::kClusterCtas == 1) {
-    kernel<<<num_ctas, Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
-    return cudaGetLastError();
-  } else {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(num_ctas);
-    config.blockDim = dim3(Traits::kThreads);
-    config.dynamicSmemBytes = Traits::kSmemBytes;
-    config.stream = stream;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = Traits::kClusterCtas;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
+  detail::LaunchShape shape;
+  shape.grid = dim3(num_ctas);
+  shape.threads = Traits::kThreads;
+  shape.smem_bytes = Traits::kSmemBytes;
+  shape.cluster_ctas = Traits::kClusterCtas;
+  if constexpr (Traits::kClusterCtas > 1) {
     static int resident_clusters = 0;
     static const cudaError_t counted =
-        cudaOccupancyMaxActiveClusters(&resident_clusters, kernel, &config);
+        detail::max_active_clusters(kernel, shape, &resident_clusters);
     if (counted != cudaSuccess) return counted;
     if (resident_clusters < 1) return cudaErrorInvalidConfiguration;
-    config.gridDim = dim3(std::min(num_ctas, resident_clusters * Traits::kClusterCtas));
-    return cudaLaunchKernelEx(&config, kernel, params);
+    shape.grid = dim3(std::min(num_ctas, resident_clusters * Traits::kClusterCtas));
   }
+  return detail::launch_kernel(kernel, shape, stream, params);
 }
 
 template <typename Element, int kHeadDim, int kClusterCtas = 1>

@@ -90,26 +90,21 @@ int64_t kernel_rows(const FwdArgs& p) {
 // "persistent" every tile gets its own CTA (cluster); without "dynamic" masked problems follow the
 // fixed sequence too; without "cluster" unmasked problems run one-CTA tiles. Pingpong and overlap
 // variants exist for hd128 without softcap.
-void apply_schedule_knob(LaunchArgs* in) {
+// Applied before the grid is sized; returns whether the grid stays persistent.
+bool apply_schedule_knob(LaunchArgs* in) {
   const char* knob = std::getenv("FLASHCORE_SM90_SCHEDULE");
-  if (knob == nullptr) return;
+  if (knob == nullptr) return true;
   const std::string parts = std::string(",") + knob + ",";
   in->pingpong = parts.find(",pingpong,") != std::string::npos;
   in->intra_overlap = parts.find(",overlap,") != std::string::npos;
   if (parts.find(",dynamic,") == std::string::npos) in->dynamic = false;
   // The cluster kernel exists with the whole schedule only (sm90/launch.cuh).
-  const bool cluster =
-      parts.find(",cluster,") != std::string::npos && in->pingpong && in->intra_overlap;
-  if (!cluster && in->cluster_ctas > 1) {
+  if (parts.find(",cluster,") == std::string::npos || !in->pingpong || !in->intra_overlap) {
     in->cluster_ctas = 1;
-    in->args.num_tiles = static_cast<int>(int64_t{in->args.batch} * in->args.heads *
-                                          in->args.num_m_blocks * in->args.num_splits);
-    in->num_ctas = std::min(in->args.num_tiles, in->num_ctas);
   }
-  if (parts.find(",persistent,") == std::string::npos) {
-    in->num_ctas = in->args.num_tiles * in->cluster_ctas;
-    in->dynamic = false;
-  }
+  const bool persistent = parts.find(",persistent,") != std::string::npos;
+  if (!persistent) in->dynamic = false;
+  return persistent;
 }
 #endif
 
@@ -152,14 +147,16 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   in.dynamic = masked && p.num_splits == 1;
   in.cluster_ctas =
       !masked && !softcap && p.num_splits == 1 && blocks_pair_up ? sm90::kKVClusterCtas : 1;
+  bool persistent = true;
+#if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
+  persistent = apply_schedule_knob(&in);
+#endif
   const int64_t m_groups = (p.num_m_blocks + in.cluster_ctas - 1) / in.cluster_ctas;
   const int64_t tiles = pairs * m_groups * p.num_splits;
   p.num_tiles = static_cast<int>(tiles);
-  in.num_ctas = static_cast<int>(
-      std::min<int64_t>(tiles, device.multiProcessorCount / in.cluster_ctas) * in.cluster_ctas);
-#if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
-  apply_schedule_knob(&in);
-#endif
+  const int64_t clusters =
+      persistent ? std::min<int64_t>(tiles, device.multiProcessorCount / in.cluster_ctas) : tiles;
+  in.num_ctas = static_cast<int>(clusters * in.cluster_ctas);
   return in;
 }
 
