@@ -1,27 +1,43 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, checks formatting (scripts/check_format.sh), builds
 # (sm_80 + sm_90a), runs every C++ test suite, installs the build and builds the examples/cpp
-# consumer against it both ways (scripts/test_consumer.sh), then builds the Python package with pip
-# over that same installed library and runs pytest (scripts/test_python.sh). Each kernel is
-# compiled once (the add_subdirectory consumer adds one, hd64 fp16 for sm_80). Without a GPU the GPU suites are reported as skipped, with the reason. Ends with
-# the time each phase took.
+# consumer against it (scripts/test_consumer.sh: find_package, pkg-config, add_subdirectory), then
+# builds the Python package with pip over that same installed library and runs pytest
+# (scripts/test_python.sh). Each kernel is compiled once (the add_subdirectory consumer adds one,
+# hd64 fp16 for sm_80). Without a GPU the GPU suites are reported as skipped, with the reason. Ends
+# with the time each phase took.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 preset="${FLASHCORE_PRESET:-default}"
 
+# Each phase's wall time, and its CPU time (user + system of its processes), which a shared or
+# busy machine does not inflate.
 phases=()
+times_file=$(mktemp)
+cpu_seconds() {  # file -> the CPU seconds of the children in bash's `times` output
+  awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+                 print int(u[1] * 60 + u[2] + s[1] * 60 + s[2]) }' "$1"
+}
 started=$(date +%s)
 phase_start=$started
+phase_cpu=0
 phase_done() {  # name: records the time since the previous phase ended
-  local now
+  local now cpu
   now=$(date +%s)
-  phases+=("$(printf '%-34s %5d s' "$1" $((now - phase_start)))")
+  times > "$times_file"  # in this shell: a subshell's `times` would not count this shell's children
+  cpu=$(cpu_seconds "$times_file")
+  phases+=("$(printf "%-34s %5d s wall %5d s CPU" "$1" $((now - phase_start)) \
+    $((cpu - phase_cpu)))")
   phase_start=$now
+  phase_cpu=$cpu
 }
 summary() {
+  times > "$times_file"
   echo "test: time per phase ($(nproc) cores, preset $preset)"
   printf '  %s\n' "${phases[@]}"
-  printf '  %-34s %5d s\n' total $(($(date +%s) - started))
+  printf '  %-34s %5d s wall %5d s CPU\n' total $(($(date +%s) - started)) \
+    "$(cpu_seconds "$times_file")"
+  rm -f "$times_file"
 }
 trap summary EXIT
 
