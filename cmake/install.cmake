@@ -20,6 +20,22 @@ write_basic_package_version_file("${CMAKE_CURRENT_BINARY_DIR}/flashcoreConfigVer
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/flashcoreConfig.cmake"
               "${CMAKE_CURRENT_BINARY_DIR}/flashcoreConfigVersion.cmake"
         DESTINATION "${flashcore_package_dir}")
+# The pkg-config file finds its prefix from where it lies (${pcfiledir}), so that an install tree
+# made with `cmake --install --prefix` or moved elsewhere still points at itself. Its Cflags carry
+# the CUDA include directory (attention.hpp includes cuda_runtime_api.h); its Libs.private the
+# static CUDA runtime and the C++ runtime, which a C program using flashcore.h needs too.
+string(REGEX REPLACE "[^/]+" ".." flashcore_pc_up "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+set(flashcore_pc_prefix "\${pcfiledir}/${flashcore_pc_up}")
+foreach(kind IN ITEMS lib include)
+  string(TOUPPER ${kind} upper)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${upper}DIR}")
+    set(flashcore_pc_${kind}dir "${CMAKE_INSTALL_${upper}DIR}")
+  else()
+    set(flashcore_pc_${kind}dir "\${prefix}/${CMAKE_INSTALL_${upper}DIR}")
+  endif()
+endforeach()
+list(TRANSFORM CUDAToolkit_INCLUDE_DIRS PREPEND "-I" OUTPUT_VARIABLE flashcore_pc_cuda_cflags)
+list(JOIN flashcore_pc_cuda_cflags " " flashcore_pc_cuda_cflags)
 configure_file("${CMAKE_CURRENT_LIST_DIR}/flashcore.pc.in" "${CMAKE_CURRENT_BINARY_DIR}/flashcore.pc"
                @ONLY)
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/flashcore.pc"

@@ -23,6 +23,7 @@ command -v g++ >/dev/null || need_apt+=(g++)
 [ -f /usr/include/nlohmann/json.hpp ] || need_apt+=(nlohmann-json3-dev)  # the lab's JSON
 [ -f /usr/include/CLI/CLI.hpp ] || need_apt+=(libcli11-dev)              # the lab's CLI
 command -v clang-format >/dev/null || need_apt+=(clang-format)  # scripts/check_format.sh
+command -v pkg-config >/dev/null || need_apt+=(pkgconf)         # scripts/test_consumer.sh
 }
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then

@@ -1,29 +1,75 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, checks formatting (scripts/check_format.sh), builds
-# (sm_80 + sm_90a), runs every C++ test suite,
-# then builds the Python package with pip and runs pytest. Without a GPU the GPU suites are
-# reported as skipped, with the reason.
+# (sm_80 + sm_90a), runs every C++ test suite, installs the build and builds the examples/cpp
+# consumer against it (scripts/test_consumer.sh: find_package, pkg-config, add_subdirectory), then
+# builds the Python package with pip over that same installed library and runs pytest
+# (scripts/test_python.sh). Each kernel is compiled once (the add_subdirectory consumer adds one,
+# hd64 fp16 for sm_80). Without a GPU the GPU suites are reported as skipped, with the reason. Ends
+# with the time each phase took.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 preset="${FLASHCORE_PRESET:-default}"
+
+# Each phase's wall time, and its CPU time (user + system of its processes), which a shared or
+# busy machine does not inflate.
+phases=()
+times_file=$(mktemp)
+cpu_seconds() {  # file -> the CPU seconds of the children in bash's `times` output
+  awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+                 print int(u[1] * 60 + u[2] + s[1] * 60 + s[2]) }' "$1"
+}
+started=$(date +%s)
+phase_start=$started
+phase_cpu=0
+phase_done() {  # name: records the time since the previous phase ended
+  local now cpu
+  now=$(date +%s)
+  times > "$times_file"  # in this shell: a subshell's `times` would not count this shell's children
+  cpu=$(cpu_seconds "$times_file")
+  phases+=("$(printf "%-34s %5d s wall %5d s CPU" "$1" $((now - phase_start)) \
+    $((cpu - phase_cpu)))")
+  phase_start=$now
+  phase_cpu=$cpu
+}
+summary() {
+  times > "$times_file"
+  echo "test: time per phase ($(nproc) cores, preset $preset)"
+  printf '  %s\n' "${phases[@]}"
+  printf '  %-34s %5d s wall %5d s CPU\n' total $(($(date +%s) - started)) \
+    "$(cpu_seconds "$times_file")"
+  rm -f "$times_file"
+}
+trap summary EXIT
+
 scripts/install_deps.sh
+phase_done "install_deps"
 scripts/check_format.sh
-start=$(date +%s)
+phase_done "check_format"
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"
-echo "build time: $(( $(date +%s) - start )) s (preset $preset, $(nproc) cores)"
+phase_done "build ($preset)"
+# Without a GPU each GPU case only starts and skips, so the cases run $(nproc) at a time; with one,
+# one at a time, so that GPU cases never share the device.
+jobs=1
+compgen -G '/dev/nvidia[0-9]*' > /dev/null || jobs=$(nproc)
 status=0
-ctest --preset "$preset" || status=$?
+ctest --preset "$preset" -j "$jobs" || status=$?
 # ctest hides the output of skipped suites; say why the GPU suite was skipped.
 log="build/$preset/Testing/Temporary/LastTest.log"
 if grep -q "GPU test skipped" "$log" 2>/dev/null; then
   echo "GPU suite skipped: $(grep -m1 -o 'GPU test skipped: .*' "$log")"
 fi
+phase_done "ctest"
 [ $status -eq 0 ] || exit $status
 
-# An embedding project's view: examples/cpp through find_package and through add_subdirectory.
-scripts/test_consumer.sh "build/$preset"
+# An embedding project's view: examples/cpp through find_package on the install tree of the build
+# above and through add_subdirectory of this tree.
+prefix="build/install/$preset"
+scripts/test_consumer.sh "build/$preset" "$prefix"
+phase_done "install + examples/cpp consumer"
 
-# The C++ build above already compiled every kernel for sm_80 and sm_90a; the Python build
-# compiles them again, so here for sm_90a only unless the caller asks otherwise.
-FLASHCORE_CUDA_ARCHITECTURES="${FLASHCORE_CUDA_ARCHITECTURES:-90a}" scripts/test_python.sh
+# The Python package over the library installed above (FLASHCORE_PREBUILT_PREFIX,
+# cmake/prebuilt.cmake): only the bindings are compiled, and the wheel holds the sm_80 and sm_90a
+# kernels just tested.
+FLASHCORE_PREBUILT_PREFIX="$PWD/$prefix" scripts/test_python.sh
+phase_done "python: wheel, check_wheel, pytest"

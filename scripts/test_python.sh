@@ -3,6 +3,8 @@
 # when it exists, for machines without internet), builds and installs flashcore with pip, and runs
 # pytest on tests/python. Without torch or a GPU the GPU tests are reported as skipped, with the
 # reason. FLASHCORE_CUDA_ARCHITECTURES=90a builds for the H100 only (half the compile time).
+# FLASHCORE_PREBUILT_PREFIX=PREFIX (scripts/test.sh sets it) links the flashcore installed under
+# PREFIX, built from this tree, instead of compiling the kernels again (cmake/prebuilt.cmake).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 python="${PYTHON:-python3}"
@@ -38,7 +40,10 @@ rm -rf "$wheels"
   --wheel-dir "$wheels" .
 wheel=$(ls "$wheels"/flashcore-*.whl)
 "$python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall "$wheel"
-echo "test_python: building and installing $(basename "$wheel") took $(( $(date +%s) - start )) s"
+library="the library built here"
+[ -z "${FLASHCORE_PREBUILT_PREFIX:-}" ] || library="the library in $FLASHCORE_PREBUILT_PREFIX"
+echo "test_python: building and installing $(basename "$wheel") ($library) took" \
+  "$(( $(date +%s) - start )) s"
 
 # The wheel is relocatable: installed into a fresh venv in another directory, its modules carry
 # no rpath (into this machine's toolkit or the build tree) and need no shared CUDA runtime, and
