@@ -5,7 +5,13 @@
 # it writes goes to $OUT (default lab-out/device): lab-device.tar.xz with the tuner's folder (without
 # the candidates' objects), the lab runs and the logs, plus leaderboard.json, sm90_tuned.json and
 # the logs on their own.
-#   TUNE_BUDGET (seconds, default 300), TUNE_POPULATION (default 15: with the shipped config, one wave of 16 nvcc), TUNE_SEED (default 1)
+#   TUNE_BUDGET   seconds per tuning run (default 300)
+#   TUNE_RUNS     tuning runs in a row on one leaderboard, each resuming the last (default 1)
+#   TUNE_POPULATION  candidates per generation (default 15: with the shipped config, one wave of
+#                 16 nvcc processes on 16 cores)
+#   TUNE_SEED     seed of the first run, the next ones count up (default 1)
+#   LEADERBOARD_IN  a leaderboard.json to extend (in BUNDLE; default: a new one)
+#   TUNE_ONLY=1   skip the lab runs
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root="$PWD"
@@ -23,11 +29,21 @@ nvcc --version | tail -1
 export PATH="$PATH:/usr/local/cuda/bin"
 status=0
 
-"$bench" tune --source-root "$work" --cutlass-include "$work/include-cutlass" \
-  --budget "${TUNE_BUDGET:-300}" --population "${TUNE_POPULATION:-15}" --seed "${TUNE_SEED:-1}" \
-  --out "$work/tune" --export "$out/sm90_tuned.json" > "$out/tune.log" 2>&1 || status=$?
-tail -25 "$out/tune.log"
+mkdir -p "$work/tune"
+[ -n "${LEADERBOARD_IN:-}" ] && cp "$bundle/$LEADERBOARD_IN" "$work/tune/leaderboard.json"
+for run in $(seq 1 "${TUNE_RUNS:-1}"); do
+  "$bench" tune --source-root "$work" --cutlass-include "$work/include-cutlass" \
+    --budget "${TUNE_BUDGET:-300}" --population "${TUNE_POPULATION:-15}" \
+    --seed "$(( ${TUNE_SEED:-1} + run - 1 ))" --out "$work/tune" --export "$out/sm90_tuned.json" \
+    > "$out/tune_$run.log" 2>&1 || status=$?
+  head -1 "$out/tune_$run.log"
+  tail -4 "$out/tune_$run.log"
+done
 cp "$work/tune/leaderboard.json" "$out/" 2>/dev/null
+if [ "${TUNE_ONLY:-0}" = 1 ]; then
+  tar -cJf "$out/lab-device.tar.xz" -C "$work" --exclude='*.so' --exclude='*.cu' --exclude='*.ok' tune
+  exit $status
+fi
 
 # flashcore's journey and both peers at the tuner's shapes (B4 H16 S4096 D128 bf16).
 for causal in 0 1; do

@@ -66,8 +66,12 @@ std::string cuda_error(cudaError_t err) { return cudaGetErrorString(err); }
 
 class GpuBackend final : public CandidateBackend {
  public:
-  GpuBackend(const TuneOptions& t, CompileSetup setup, fs::path dir, int jobs)
-      : t_(t), setup_(std::move(setup)), dir_(std::move(dir)), jobs_(jobs) {}
+  GpuBackend(const TuneOptions& t, CompileSetup setup, fs::path dir, int jobs, std::string commit)
+      : t_(t),
+        setup_(std::move(setup)),
+        dir_(std::move(dir)),
+        jobs_(jobs),
+        commit_(std::move(commit)) {}
 
   ~GpuBackend() override {
     for (auto& [key, handle] : handles_) dlclose(handle);
@@ -201,7 +205,8 @@ class GpuBackend final : public CandidateBackend {
     const fs::path object = object_path(c);
     const fs::path log = dir_ / (c.key() + ".log");
     const fs::path ok = dir_ / (c.key() + ".ok");
-    if (fs::exists(ok) && fs::exists(object)) {  // built by an earlier run from the same commit
+    // Built by an earlier run from the same commit (the marker holds it): reused.
+    if (fs::exists(object) && read_text(ok) == commit_) {
       out.ok = true;
       out.spill_bytes = spill_bytes(read_text(log));
       return out;
@@ -227,7 +232,7 @@ class GpuBackend final : public CandidateBackend {
     }
     out.ok = true;
     out.spill_bytes = spill_bytes(text);
-    write_text(ok, "");
+    write_text(ok, commit_);
     return out;
   }
 
@@ -262,6 +267,7 @@ class GpuBackend final : public CandidateBackend {
   CompileSetup setup_;
   fs::path dir_;
   int jobs_;
+  std::string commit_;
   std::vector<GateCase> cases_;
   std::vector<std::unique_ptr<CaseData>> data_;
   std::map<std::string, void*> handles_;
@@ -365,7 +371,7 @@ int run_tune(const Options& options, const std::string& default_source_root,
       "leaderboard %s (%zu earlier entries)\n",
       t.head_dim, t.dtype.c_str(), s.device.c_str(), static_cast<unsigned long long>(s.seed),
       s.population, s.budget_s, jobs, board_path.c_str(), board.entries.size());
-  GpuBackend backend(t, setup, dir / "candidates", jobs);
+  GpuBackend backend(t, setup, dir / "candidates", jobs, commit);
   if (!backend.prepare(tune_gate_cases(shapes), &error)) {
     std::fprintf(stderr, "flashcore-bench: error: %s\n", error.c_str());
     return 1;
