@@ -38,8 +38,8 @@ for run in $(seq 1 "${TUNE_RUNS:-1}"); do
     > "$out/tune_$run.log" 2>&1 || status=$?
   head -1 "$out/tune_$run.log"
   tail -4 "$out/tune_$run.log"
+  cp "$work/tune/leaderboard.json" "$out/" 2>/dev/null
 done
-cp "$work/tune/leaderboard.json" "$out/" 2>/dev/null
 if [ "${TUNE_ONLY:-0}" = 1 ]; then
   tar -cJf "$out/lab-device.tar.xz" -C "$work" --exclude='*.so' --exclude='*.cu' --exclude='*.ok' tune
   exit $status
