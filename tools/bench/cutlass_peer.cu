@@ -6,11 +6,12 @@
 #include <memory>
 #include <vector>
 
+#include "common/pruning.hpp"
+#include "cutlass_peer.hpp"
+
 // CUTLASS examples/88_hopper_fmha, from the wheel in .deps (tools/bench/CMakeLists.txt puts its
 // folder on the include path).
 #include "collective/fmha_fusion.hpp"
-#include "common/pruning.hpp"
-#include "cutlass_peer.hpp"
 #include "device/device_universal.hpp"
 #include "kernel/fmha_kernel_builder.hpp"
 
