@@ -58,7 +58,22 @@ constexpr int consumer_registers_for(int consumer_warpgroups) {
   return (launch * warpgroups - kProducerRegisters) / consumer_warpgroups / 8 * 8;
 }
 
-template <typename Element_, int kHeadDim_, int kClusterCtas_ = 1>
+// The knobs the tile table fixes per head dim, as one type: the shipped kernels take
+// DefaultConfig, and the tuner (`flashcore-bench tune`, docs/lab.md) instantiates others from
+// generated translation units without touching the shipped instantiation list.
+template <int kBlockN_, int kStages_, int kConsumerWarpgroups_, int kConsumerRegisters_>
+struct TileConfig {
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kConsumerWarpgroups = kConsumerWarpgroups_;
+  static constexpr int kConsumerRegisters = kConsumerRegisters_;
+};
+template <int kHeadDim>
+using DefaultConfig = TileConfig<block_n_for(kHeadDim), kStages, consumer_warpgroups_for(kHeadDim),
+                                 consumer_registers_for(consumer_warpgroups_for(kHeadDim))>;
+
+template <typename Element_, int kHeadDim_, int kClusterCtas_ = 1,
+          typename Config = DefaultConfig<kHeadDim_>>
 struct KernelTraits {
   using Element = Element_;  // cutlass::half_t or cutlass::bfloat16_t
   static constexpr int kHeadDim = kHeadDim_;
@@ -68,12 +83,13 @@ struct KernelTraits {
   static constexpr int kClusterCtas = kClusterCtas_;
   using ClusterShape = Shape<Int<kClusterCtas>, _1, _1>;
   static constexpr uint16_t kMulticastMask = (1u << kClusterCtas) - 1;
-  static constexpr int kConsumerWarpgroups = consumer_warpgroups_for(kHeadDim);
+  static constexpr int kConsumerWarpgroups = Config::kConsumerWarpgroups;
   static constexpr int kConsumerThreads = kConsumerWarpgroups * kWarpgroupThreads;
   static constexpr int kThreads = kWarpgroupThreads + kConsumerThreads;
-  static constexpr int kConsumerRegisters = consumer_registers_for(kConsumerWarpgroups);
-  static constexpr int kBlockM = block_m_for(kHeadDim);
-  static constexpr int kBlockN = block_n_for(kHeadDim);
+  static constexpr int kConsumerRegisters = Config::kConsumerRegisters;
+  static constexpr int kBlockM = kConsumerWarpgroups * kRowsPerWarpgroup;
+  static constexpr int kBlockN = Config::kBlockN;
+  static constexpr int kStages = Config::kStages;  // hides tile_table.hpp's in the layouts below
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "instantiations are multiples of 32");
 
   using TileShape = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;

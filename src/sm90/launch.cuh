@@ -51,22 +51,30 @@ cudaError_t launch_kernel(const FwdParams<Traits>& params, int num_ctas, cudaStr
   return detail::launch_kernel(kernel, shape, stream, params);
 }
 
-template <typename Element, int kHeadDim, int kClusterCtas = 1>
-cudaError_t launch_traits(const LaunchArgs& in, cudaStream_t stream) {
-  using Traits = KernelTraits<Element, kHeadDim, kClusterCtas>;
+// The kernel's parameters for this call: its problem view and the three TMA descriptors. Also
+// used by the tuner's generated translation units (tools/bench/tune_source.cpp).
+template <typename Traits>
+FwdParams<Traits> make_fwd_params(const LaunchArgs& in) {
   using TileShape = typename Traits::TileShape;
   FwdParams<Traits> params;
   params.args = in.args;
   const int d = in.args.head_dim, b = in.args.batch;
   params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.q, d, b),
                                typename Traits::SmemLayoutQTile{}, select<0, 2>(TileShape{}), _1{});
-  using Cluster = Int<kClusterCtas>;
+  using Cluster = Int<Traits::kClusterCtas>;
   params.tma_k = make_tma_copy(typename Traits::TmaLoadKV{}, make_gmem_tensor<Traits>(in.k, d, b),
                                take<0, 2>(typename Traits::SmemLayoutK{}),
                                select<1, 2>(TileShape{}), Cluster{});
   params.tma_v = make_tma_copy(typename Traits::TmaLoadKV{}, make_gmem_tensor<Traits>(in.v, d, b),
                                take<0, 2>(typename Traits::SmemLayoutV{}),
                                select<1, 2>(TileShape{}), Cluster{});
+  return params;
+}
+
+template <typename Element, int kHeadDim, int kClusterCtas = 1>
+cudaError_t launch_traits(const LaunchArgs& in, cudaStream_t stream) {
+  using Traits = KernelTraits<Element, kHeadDim, kClusterCtas>;
+  const FwdParams<Traits> params = make_fwd_params<Traits>(in);
   const bool softcap = in.args.softcap_out > 0.f;
   if constexpr (kClusterCtas > 1) {
     // Clusters run unmasked problems without softcap, full schedule only (plan() in sm90_fwd.cu).

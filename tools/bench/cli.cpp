@@ -209,6 +209,7 @@ struct Parser {
   CLI::App* profile_cmd = nullptr;
   CLI::App* robust = nullptr;
   CLI::App* report = nullptr;
+  CLI::App* tune = nullptr;
   std::vector<std::string> targets;
   std::string profile = "minimal";
   std::vector<std::string> extra;
@@ -301,6 +302,52 @@ void add_lab_commands(Parser* p, const BackendCheck& is_backend, Options* o) {
   }
 }
 
+void add_tune_command(Parser* p, Options* o) {
+  TuneOptions& t = o->tune;
+  p->tune = p->app.add_subcommand(
+      "tune",
+      "evolutionary tuner of the sm90 kernel's compile-time knobs (key tile, stages, consumer "
+      "warpgroups, register budget, cluster size, pingpong, overlap): each generation's candidates "
+      "are generated translation units built by nvcc in parallel, gated for parity (the timed "
+      "shapes, a fully masked row, tail tiles) and timed; one is accepted only if >= --min-gain "
+      "faster than the incumbent in the same run; every candidate goes to leaderboard.json, "
+      "which a later run resumes");
+  p->tune->add_option("--head-dim", t.head_dim, "head dim of the kernel tuned")
+      ->check(CLI::IsMember({32, 64, 96, 128, 160, 192, 224, 256}));
+  p->tune->add_option("--dtype", t.dtype, "bf16 (default) or fp16")
+      ->check(one_of({"bf16", "fp16"}, "--dtype ", "bf16 or fp16"));
+  p->tune->add_option("--budget", t.budget_s, "seconds; no generation starts that would overrun it")
+      ->check(CLI::PositiveNumber);
+  p->tune->add_option("--population", t.population, "candidates per generation")
+      ->check(CLI::Range(1, 256));
+  p->tune->add_option("--generations", t.generations, "at most this many generations")
+      ->check(CLI::Range(0, 10000));
+  p->tune->add_option("--jobs", t.jobs, "parallel nvcc processes (default: one per CPU core)")
+      ->check(CLI::Range(0, 1024));
+  p->tune
+      ->add_option("--min-gain", t.min_gain,
+                   "accept only candidates this much faster than the incumbent (0.03: 3%)")
+      ->check(CLI::Range(0.0, 1.0));
+  p->tune->add_option("--seed", o->seed, "seed of the search (default: drawn and printed)");
+  p->tune->add_option("--out", o->out_dir,
+                      "work folder: candidates/ (sources, objects, compile logs), leaderboard.json "
+                      "(default lab-out/tune)");
+  p->tune->add_option("--leaderboard", t.leaderboard,
+                      "leaderboard to resume and extend (default <out>/leaderboard.json)");
+  p->tune->add_option("--export", t.export_table,
+                      "write the best accepted config per device as the reviewed table auto reads "
+                      "(schema flashcore/sm90-tuned)");
+  p->tune->add_flag("--export-only", t.export_only,
+                    "only write --export from --leaderboard, without a GPU");
+  p->tune->add_option("--nvcc", t.nvcc, "nvcc to build candidates with (default nvcc on PATH)");
+  p->tune->add_option("--source-root", t.source_root,
+                      "repository whose src/ and include/ candidates include (default: the one "
+                      "this binary was built from)");
+  p->tune->add_option("--cutlass-include", t.cutlass_include,
+                      "CUTLASS/CuTe headers (default <source root>/.deps/cutlass/cutlass_library/"
+                      "source/include)");
+}
+
 std::unique_ptr<Parser> make_parser(const BackendCheck& is_backend, Options* o) {
   auto p = std::make_unique<Parser>();
   CLI::App& app = p->app;
@@ -314,7 +361,8 @@ NVTX ranges: <chapter>_<role>_<provider> per target (e.g. flashattention_baselin
 flashattention_optimized_sm80) with nested parity / warmup / timed ranges (and profiled_launch
 under run --profiled-launch, which is what profile hands to ncu).
 
-Exit codes: 0 ok; 1 a target FAILED parity or a CUDA error (robust: a cell failed); 2 bad usage
+Exit codes: 0 ok; 1 a target FAILED parity or a CUDA error (robust: a cell failed; tune: the
+shipped config failed to build or pass the gate, or the leaderboard could not be written); 2 bad usage
 or knobs; 3 expectations regressed (profile --check: a threshold missed); 4 no CUDA device;
 5 Nsight Compute (ncu) not found.)");
 
@@ -336,6 +384,7 @@ or knobs; 3 expectations regressed (profile --check: a threshold missed); 4 no C
                    "after each selected target's timed launches, one more launch in the NVTX range "
                    "'profiled_launch' (what `profile` has ncu profile)");
   add_lab_commands(p.get(), is_backend, o);
+  add_tune_command(p.get(), o);
 
   p->check = app.add_subcommand(
       "check", "check an earlier run's results.json against expectations (no GPU needed)");
@@ -441,15 +490,17 @@ bool parse_args(int argc, const char* const* argv, const BackendCheck& is_backen
     return true;
   }
   if (first[0] != '-' && first != "list-targets" && first != "run" && first != "check" &&
-      first != "profile" && first != "robust" && first != "report") {
+      first != "profile" && first != "robust" && first != "report" && first != "tune") {
     *error = "unknown command '" + first +
-             "'; valid commands: list-targets, run, check, profile, robust, report (see --help)";
+             "'; valid commands: list-targets, run, check, profile, robust, report, tune (see "
+             "--help)";
     return false;
   }
   try {
     p->app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
-    for (CLI::App* command : {p->list, p->run, p->check, p->profile_cmd, p->robust, p->report}) {
+    for (CLI::App* command :
+         {p->list, p->run, p->check, p->profile_cmd, p->robust, p->report, p->tune}) {
       if (command->parsed()) options->help = command->help();
     }
     if (options->help.empty()) options->help = p->app.help("", CLI::AppFormatMode::All);
@@ -478,6 +529,15 @@ bool parse_args(int argc, const char* const* argv, const BackendCheck& is_backen
   }
   if (p->report->parsed()) {
     options->command = Command::kReport;
+    return true;
+  }
+  if (p->tune->parsed()) {
+    options->command = Command::kTune;
+    if (options->tune.export_only &&
+        (options->tune.export_table.empty() || options->tune.leaderboard.empty())) {
+      *error = "tune --export-only needs --leaderboard FILE and --export FILE";
+      return false;
+    }
     return true;
   }
   if (!p->run->parsed() && !p->profile_cmd->parsed()) {

@@ -39,7 +39,24 @@ struct TargetArgs {
   bool enable_pdl = true;              // --pdl on|off (AttentionParams::enable_pdl)
 };
 
-enum class Command { kHelp, kListTargets, kRun, kCheck, kProfile, kRobust, kReport };
+enum class Command { kHelp, kListTargets, kRun, kCheck, kProfile, kRobust, kReport, kTune };
+
+// `tune`: the evolutionary tuner of the sm90 kernel's compile-time knobs (tune_search.hpp).
+struct TuneOptions {
+  int head_dim = 128;
+  std::string dtype = "bf16";
+  double budget_s = 600;     // --budget SECONDS
+  int population = 12;       // candidates per generation
+  int generations = 100;     // at most
+  int jobs = 0;              // parallel nvcc; 0: one per CPU core
+  double min_gain = 0.03;    // accepted when >= 3% faster than the incumbent
+  std::string leaderboard;   // default: <out>/leaderboard.json
+  std::string export_table;  // --export FILE: the winners' table
+  bool export_only = false;  // only --export from the leaderboard (no GPU)
+  std::string nvcc = "nvcc";
+  std::string source_root;      // repository with src/ and include/; default: the build's
+  std::string cutlass_include;  // default: <source root>/.deps/cutlass/.../include
+};
 
 struct Options {
   Command command = Command::kHelp;
@@ -70,6 +87,7 @@ struct Options {
   // report
   std::vector<std::string> inputs;  // results.json, profile.json, robust.json files
   std::string python = "python3";   // runs bench/plot.py
+  TuneOptions tune;
 };
 
 // True when the name is a flashcore backend (flashcore::parse_backend in the tool).

@@ -18,6 +18,7 @@
 #include "report_markdown.hpp"
 #include "robust_runner.hpp"
 #include "runner.hpp"
+#include "tune_runner.hpp"
 
 namespace fs = std::filesystem;
 using namespace flashcore::bench;
@@ -294,6 +295,11 @@ int main(int argc, char** argv) {
       return run_check(options);
     case Command::kReport:
       return run_report_command(options);
+    case Command::kTune: {
+      std::string command_line;
+      for (int i = 0; i < argc; ++i) command_line += (i > 0 ? " " : "") + std::string(argv[i]);
+      return run_tune(options, repository_root(options), FLASHCORE_BUILD_COMMIT, command_line);
+    }
     case Command::kRun:
     case Command::kProfile:
     case Command::kRobust:

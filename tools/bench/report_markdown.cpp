@@ -56,7 +56,7 @@ void comparison_table(const std::vector<Result>& results, const std::string& cha
 }
 
 // The journey reads one case (the chapter's first) across the chapter's workloads in table order,
-// then the cuDNN peer at that case.
+// then the peers at that case.
 void journey_table(const std::vector<Result>& results, const std::string& chapter,
                    std::ostringstream& out) {
   std::string label, describe;
@@ -83,9 +83,10 @@ void journey_table(const std::vector<Result>& results, const std::string& chapte
   for (const Result& r : results) {
     if (r.chapter == chapter && r.c.label() == label) row(r, r.workload);
   }
-  if (chapter == cudnn_peer().chapter->name) return;
+  if (chapter.rfind("peers/", 0) == 0) return;
+  // Every peer measured at the case: cuDNN (always run), and CUTLASS FMHA when selected.
   for (const Result& r : results) {
-    if (r.role == "peer" && r.c.label() == label) {
+    if (r.role == "peer" && r.chapter != chapter && r.c.label() == label) {
       // The peer has no baseline of this chapter; show its speedup against this chapter's.
       Result peer = r;
       for (const Result& b : results) {
@@ -94,8 +95,7 @@ void journey_table(const std::vector<Result>& results, const std::string& chapte
           peer.speedup_vs_baseline = b.timing->p50_us / r.timing->p50_us;
         }
       }
-      row(peer, "cuDNN (peer)");
-      break;
+      row(peer, r.chapter == cudnn_peer().chapter->name ? "cuDNN (peer)" : r.workload + " (peer)");
     }
   }
 }

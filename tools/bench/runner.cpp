@@ -11,6 +11,7 @@
 #include "case_data.hpp"
 #include "ceilings.hpp"
 #include "cudnn_peer.hpp"
+#include "cutlass_peer.hpp"
 #include "device.hpp"
 #include "flashcore/attention.hpp"
 #include "profile_command.hpp"
@@ -212,6 +213,22 @@ Result run_cudnn_target(const Target& t, const CaseData& data, Profile profile, 
   return r;
 }
 
+Result run_cutlass_target(const Target& t, const CaseData& data, Profile profile, bool profiled,
+                          cudaStream_t stream) {
+  Result r = base_result(t, data.get_case(), "cutlass");
+  CutlassFmha fmha;
+  std::string error;
+  if (!fmha.build(data, stream, &error)) {
+    r.outcome = Outcome::kSkipped;
+    r.reason = error;
+    return r;
+  }
+  r.provider = fmha.provider();
+  const Launch launch = [&](int set, std::string* err) { return fmha.run(data, set, err); };
+  gate_and_time(t, launch, data, profile, profiled, stream, &r);
+  return r;
+}
+
 }  // namespace
 
 bool run_lab(const Options& options, const Knobs& knobs, RunRecord* record, std::string* error) {
@@ -300,6 +317,8 @@ bool run_lab(const Options& options, const Knobs& knobs, RunRecord* record, std:
         r.reason = "case not prepared: " + why;
       } else if (t.workload->engine == Engine::kCudnn) {
         r = run_cudnn_target(t, data, options.profile, profiled, stream);
+      } else if (t.workload->engine == Engine::kCutlass) {
+        r = run_cutlass_target(t, data, options.profile, profiled, stream);
       } else {
         r = run_library_target(t, backend, args, data, options.profile, profiled, stream);
       }

@@ -122,6 +122,16 @@ const std::vector<Chapter>& table() {
        {{"cudnn_sdpa", "cuDNN fused flash attention (sdpa node), same timer and inputs", "peer",
          Engine::kCudnn, "cudnn", MaskRule::kFromCase}},
        flashattention_cases},
+      {"peers/cutlass",
+       "CUTLASS's Hopper FMHA (examples/88_hopper_fmha, built from .deps), in-process",
+       "cutlass",
+       "bf16",
+       "",
+       {{"cutlass_fmha",
+         "CUTLASS example 88 forward kernel, the faster of its cooperative and pingpong "
+         "schedules, same timer and inputs",
+         "peer", Engine::kCutlass, "cutlass", MaskRule::kFromCase}},
+       flashattention_cases},
   };
   return kChapters;
 }

@@ -20,6 +20,7 @@ enum class MaskRule {
 enum class Engine {
   kLibrary,  // flashcore::run with the named backend
   kCudnn,    // cuDNN fused SDPA through the frontend graph API
+  kCutlass,  // CUTLASS's example 88 Hopper FMHA (cutlass_peer.hpp)
 };
 
 struct Workload {
