@@ -113,7 +113,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // first S, mainloop_mma.hpp) builds on the intra-warpgroup one and needs the next tile's Q in a
   // stage of its own (kQStages == 2): the epilogue stages O in the finished tile's Q stage after
   // the next tile's first S was issued.
-  const bool cross_tile = Variant::kIntraOverlap && Traits::kQStages == 2 && a.cross_tile;
+  // The softcap kernels of three consumer warpgroups (160 registers each) spilled 30 bytes with
+  // the held-back P V's state, so they run without it.
+  constexpr bool kCrossTileFits = !(Variant::kSoftcap && Traits::kConsumerWarpgroups == 3);
+  const bool cross_tile =
+      Variant::kIntraOverlap && Traits::kQStages == 2 && kCrossTileFits && a.cross_tile;
   // The last block's P and O's pending rescale, from one run() to the P V that finish() or (with
   // the cross-tile overlap) the next tile's run() issues; and the tile that P V completes.
   Tensor tOrP = make_tensor<typename Traits::Element>(
