@@ -109,36 +109,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   typename Pipeline::PipelineState read_k, read_v;
   typename PipelineQ::PipelineState read_q;
-  // The cross-tile overlap (FwdArgs::cross_tile; a tile's last P V issued with the next tile's
-  // first S, mainloop_mma.hpp) builds on the intra-warpgroup one and needs the next tile's Q in a
-  // stage of its own (kQStages == 2): the epilogue stages O in the finished tile's Q stage after
-  // the next tile's first S was issued.
-  // The softcap kernels of three consumer warpgroups (160 registers each) spilled 30 bytes with
-  // the held-back P V's state, so they run without it.
-  constexpr bool kCrossTileFits = !(Variant::kSoftcap && Traits::kConsumerWarpgroups == 3);
-  const bool cross_tile =
-      Variant::kIntraOverlap && Traits::kQStages == 2 && kCrossTileFits && a.cross_tile;
-  // The last block's P and O's pending rescale, from one run() to the P V that finish() or (with
-  // the cross-tile overlap) the next tile's run() issues; and the tile that P V completes.
-  Tensor tOrP = make_tensor<typename Traits::Element>(
-      partition_shape_A(mma.mma_pv, select<0, 1>(typename Traits::TileShape{})));
-  float correction[1][2];
-  bool pending = false;
-  Tile pending_tile{};
-  int pending_q_stage = 0;
-  OnlineSoftmax<1> pending_softmax;
-  // A finished tile's epilogue: O from the registers through the tile's Q stage, then frees it.
-  auto store = [&](auto& o, const Tile& tile, const OnlineSoftmax<1>& softmax, int q_stage) {
-    Epilogue<Traits>::store(a, tile, mma.warpgroup, o, softmax, mma.mma_pv,
-                            smem.q.data() + q_stage * Traits::kQTileElements);
-    // This thread's reads of O (generic proxy) happen before the next Q lands in the stage (async
-    // proxy); every consumer thread arrives on the stage's empty barrier. Q's ring is this CTA's
-    // own, so the arrival is local (consumer_release of a ring built for a one-CTA cluster would
-    // address CTA 0 of a larger one).
-    cutlass::arch::fence_view_async_shared();
-    smem.pipeline_q.empty_barrier_[q_stage].arrive();
-  };
-  auto store_pending = [&](auto& o) { store(o, pending_tile, pending_softmax, pending_q_stage); };
   for (int tiles_taken = 0;; ++tiles_taken) {
     const int tile_index = TileRing::take(smem.tiles, tiles_taken);
     if (tile_index >= a.num_tiles) break;
@@ -150,22 +120,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
     pipeline_q.consumer_wait(read_q);
     OnlineSoftmax<1> softmax;
-    mma.run(a, tile, range, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, tOrP, correction,
-            softmax, pipeline_k, pipeline_v, read_k, read_v, thread, pending, store_pending);
-    if (cross_tile) {
-      pending = true;
-      pending_tile = tile;
-      pending_q_stage = read_q.index();
-      pending_softmax = softmax;
-    } else {
-      mma.finish(tOrV, tOrO, tOrP, correction, pipeline_v, read_v);
-      store(tOrO, tile, softmax, read_q.index());
-    }
+    mma.run(a, tile, range, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, softmax, pipeline_k,
+            pipeline_v, read_k, read_v, thread);
+    Epilogue<Traits>::store(a, tile, mma.warpgroup, tOrO, softmax, mma.mma_pv,
+                            smem.q.data() + read_q.index() * Traits::kQTileElements);
+    // This thread's reads of O (generic proxy) happen before the next Q lands in the stage (async
+    // proxy); every consumer thread arrives on the stage's empty barrier. Q's ring is this CTA's
+    // own, so the arrival is local (consumer_release of a ring built for a one-CTA cluster would
+    // address CTA 0 of a larger one).
+    cutlass::arch::fence_view_async_shared();
+    smem.pipeline_q.empty_barrier_[read_q.index()].arrive();
     ++read_q;
-  }
-  if (pending) {
-    mma.finish(tOrV, tOrO, tOrP, correction, pipeline_v, read_v);
-    store_pending(tOrO);
   }
 #endif
 }

@@ -37,9 +37,7 @@ struct FwdArgs {
   int num_splits;  // > 1: each split writes fp32 partials that the combine kernel merges
   int head_group;  // (batch, head) pairs whose tiles run next to each other, sharing K/V in L2
   int num_tiles;
-  int* tile_counter;  // the dynamic schedule's next tile past the first wave, or null (fixed)
-  // Issue a tile's last P V with the next tile's first S (fwd_kernel.cuh, mainloop_mma.hpp).
-  bool cross_tile;
+  int* tile_counter;   // the dynamic schedule's next tile past the first wave, or null (fixed)
   float* o_partial;    // [num_splits, batch, heads, seqlen_q, head_dim] fp32, normalized per split
   float* lse_partial;  // [num_splits, batch, heads, seqlen_q]
 };

@@ -7,8 +7,6 @@
 //   the next block waits only for its S. The O rescale moves after that P V retires.
 // - kPingpong (inter-warpgroup): the two consumer warpgroups take turns issuing their GEMMs
 //   (named barriers kTurn0/kTurn1), so one warpgroup's softmax runs under the other's GEMMs.
-// - Cross-tile (FwdArgs::cross_tile, a runtime switch): a tile's last P V is issued with the next
-//   tile's first S, and its epilogue runs under the other warpgroup's GEMMs.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -149,24 +147,15 @@ struct MainloopMma {
     }
   }
 
-  // Runs the key blocks of range (last first) for this warpgroup's rows of the tile, up to the
-  // probabilities of the last block: that block's P V is left pending (P in p, the O rescale it
-  // needs in correction), and finish() or the next tile's run() issues it. O comes back
-  // unnormalized in o after the pending P V; softmax holds the row max and sum.
-  //
-  // With pending (cross-tile overlap, FwdArgs::cross_tile): o and p hold the previous tile's last
-  // block. Its P V is issued in the same turn as this tile's first S, and the previous tile's
-  // epilogue (flush_previous(o)) runs once both retired and this tile's first softmax is done, so
-  // a tile boundary costs the tensor cores only the epilogue, not a lone S GEMM and softmax too.
-  template <typename TensorQ, typename TensorK, typename TensorV, typename TensorO,
-            typename TensorP, typename FlushPrevious>
+  // Runs the key blocks of range (last first) for this warpgroup's rows of the tile. O comes back
+  // unnormalized in o; softmax holds the row max and sum.
+  template <typename TensorQ, typename TensorK, typename TensorV, typename TensorO>
   __device__ void run(const FwdArgs& a, const Tile& tile, const BlockRange& range,
                       const TensorQ& tSrQ, const TensorK& tSrK, const TensorV& tOrV, TensorO& tOrO,
-                      TensorP& tOrP, float (&correction)[1][2], Softmax& softmax,
-                      Pipeline& pipeline_k, Pipeline& pipeline_v, PipelineState& read_k,
-                      PipelineState& read_v, int thread, bool pending,
-                      FlushPrevious&& flush_previous) {
+                      Softmax& softmax, Pipeline& pipeline_k, Pipeline& pipeline_v,
+                      PipelineState& read_k, PipelineState& read_v, int thread) {
     Tensor tSrS = partition_fragment_C(mma_qk, select<0, 1>(TileShape{}));
+    Tensor tOrP = make_tensor<Element>(partition_shape_A(mma_pv, select<0, 1>(TileShape{})));
     const AccumulatorCoords coords = AccumulatorCoords::of(thread);
     const int tile_row0 = tile.m_block * Traits::kBlockM;
     const int wg_row0 = tile_row0 + warpgroup * kRowsPerWarpgroup;
@@ -174,6 +163,7 @@ struct MainloopMma {
       const int key0 = n_block * kBlockN;
       return !a.mask.tile_fully_visible(wg_row0, wg_row0 + kRowsPerWarpgroup, key0, key0 + kBlockN);
     };
+    float correction[1][2];  // of the last softmax update, for O before the next P V
     auto release_k = [&] {
       pipeline_k.consumer_release(read_k);
       ++read_k;
@@ -188,37 +178,16 @@ struct MainloopMma {
       softmax.update_scores(as_scores(tSrS.data()), a.exp_factor, correction);
     };
 
-    // First block: nothing of this tile to overlap with yet; the previous tile's pending P V, if
-    // any, runs next to its S. Each arm issues and retires its own GEMMs, so that ptxas sees one
-    // straight wgmma sequence per arm (with the issue and the waits under separate runtime
-    // conditions it serialized every wgmma of the kernel, warning C7511).
+    // First block: nothing to overlap with yet.
     int n_block = range.end - 1;
     pipeline_k.consumer_wait(read_k);
-    if (pending) {
-      // O's rescale before any GEMM is issued: after the S issue ptxas could not tell that O's
-      // registers (the previous tile's P V) were retired, and injected a wait for S (C7517).
-      rescale_pending(tOrO, correction);
-      wait_turn();
-      issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
-      issue_pending(tOrV, tOrO, tOrP, pipeline_v, read_v);
-      pass_turn();
-      warpgroup_wait<1>();  // this S; the previous tile's P V may still run
-      release_k();
-      softmax_step(n_block);
-      warpgroup_wait<0>();
-      release_v();
-      // P's registers were the pending P V's operand: overwritten only once it retired.
-      convert_probabilities(tSrS, tOrP);
-      flush_previous(tOrO);
-    } else {
-      wait_turn();
-      issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
-      pass_turn();
-      warpgroup_wait<0>();
-      release_k();
-      softmax_step(n_block);
-      convert_probabilities(tSrS, tOrP);
-    }
+    wait_turn();
+    issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
+    pass_turn();
+    warpgroup_wait<0>();
+    release_k();
+    softmax_step(n_block);
+    convert_probabilities(tSrS, tOrP);
     clear(tOrO);
 
     for (--n_block; n_block >= range.begin; --n_block) {
@@ -256,36 +225,15 @@ struct MainloopMma {
         convert_probabilities(tSrS, tOrP);
       }
     }
-  }
 
-  // The pending P V alone, in a turn of its own, and its wait: O is then final.
-  template <typename TensorV, typename TensorO, typename TensorP>
-  __device__ void finish(const TensorV& tOrV, TensorO& tOrO, TensorP& tOrP,
-                         float (&correction)[1][2], Pipeline& pipeline_v, PipelineState& read_v) {
-    rescale_pending(tOrO, correction);
+    // The last block's P V.
+    if constexpr (kIntraOverlap) Softmax::rescale(as_out(tOrO.data()), correction);
+    pipeline_v.consumer_wait(read_v);
     wait_turn();
-    issue_pending(tOrV, tOrO, tOrP, pipeline_v, read_v);
+    issue_gemm</*kZeroInit=*/false>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
     pass_turn();
     warpgroup_wait<0>();
-    pipeline_v.consumer_release(read_v);
-    ++read_v;
-  }
-
- private:
-  // O's rescale for the last block's max, before that block's P V: with the intra-warpgroup
-  // overlap it is still due; without it the loop rescaled already.
-  template <typename TensorO>
-  __device__ static void rescale_pending(TensorO& tOrO, float (&correction)[1][2]) {
-    if constexpr (kIntraOverlap) Softmax::rescale(as_out(tOrO.data()), correction);
-    // Keeps the compiler from sinking the rescale below the next GEMM issue.
-    warpgroup_fence_operand(tOrO);
-  }
-  // The last block's P V, issued and not waited for.
-  template <typename TensorV, typename TensorO, typename TensorP>
-  __device__ void issue_pending(const TensorV& tOrV, TensorO& tOrO, TensorP& tOrP,
-                                Pipeline& pipeline_v, PipelineState& read_v) {
-    pipeline_v.consumer_wait(read_v);
-    issue_gemm</*kZeroInit=*/false>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
+    release_v();
   }
 };
 

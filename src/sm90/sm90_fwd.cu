@@ -85,19 +85,18 @@ int64_t kernel_rows(const FwdArgs& p) {
 
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
 // Lab builds only (CMake FLASHCORE_SM90_SCHEDULE_VARIANTS): FLASHCORE_SM90_SCHEDULE names the parts
-// of the schedule to keep, from "pingpong", "overlap", "crosstile", "persistent", "dynamic" and
-// "cluster" (comma separated; unset keeps all), so that docs/perf.md can measure what each gives.
-// Without "persistent" every tile gets its own CTA (cluster); without "dynamic" masked problems
-// follow the fixed sequence too; without "cluster" unmasked problems run one-CTA tiles; without
-// "crosstile" each tile's last P V runs alone. Pingpong and overlap variants exist for hd128
-// without softcap. Applied before the grid is sized; returns whether the grid stays persistent.
+// of the schedule to keep, from "pingpong", "overlap", "persistent", "dynamic" and "cluster" (comma
+// separated; unset keeps all), so that docs/perf.md can measure what each gives. Without
+// "persistent" every tile gets its own CTA (cluster); without "dynamic" masked problems follow the
+// fixed sequence too; without "cluster" unmasked problems run one-CTA tiles. Pingpong and overlap
+// variants exist for hd128 without softcap.
+// Applied before the grid is sized; returns whether the grid stays persistent.
 bool apply_schedule_knob(LaunchArgs* in) {
   const char* knob = std::getenv("FLASHCORE_SM90_SCHEDULE");
   if (knob == nullptr) return true;
   const std::string parts = std::string(",") + knob + ",";
   in->pingpong = parts.find(",pingpong,") != std::string::npos;
   in->intra_overlap = parts.find(",overlap,") != std::string::npos;
-  if (parts.find(",crosstile,") == std::string::npos) in->args.cross_tile = false;
   if (parts.find(",dynamic,") == std::string::npos) in->dynamic = false;
   // The cluster kernel exists with the whole schedule only (sm90/launch.cuh).
   if (parts.find(",cluster,") == std::string::npos || !in->pingpong || !in->intra_overlap) {
@@ -148,10 +147,6 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   in.dynamic = masked && p.num_splits == 1;
   in.cluster_ctas =
       !masked && !softcap && p.num_splits == 1 && blocks_pair_up ? sm90::kKVClusterCtas : 1;
-  // A tile's last P V is issued with the next tile's first S (fwd_kernel.cuh) in unmasked
-  // problems: measured on the H100 (docs/perf.md, sm90 v7), hd128 S4k +5%, S1k +2%, S512 within
-  // noise, but causal S512 -7%, where many tiles have one or two key blocks.
-  p.cross_tile = !masked;
   bool persistent = true;
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
   persistent = apply_schedule_knob(&in);

@@ -57,7 +57,6 @@ sm90::LaunchArgs plan_candidate(const AttentionParams& a, const TuneConfig& conf
   in.dynamic = masked;
   p.tile_counter = masked ? tile_counter : nullptr;
   in.cluster_ctas = !masked && p.num_m_blocks % config.cluster_ctas == 0 ? config.cluster_ctas : 1;
-  p.cross_tile = !masked;  // as production's plan() in src/sm90/sm90_fwd.cu
   in.pingpong = config.pingpong;
   in.intra_overlap = config.intra_overlap;
   const int64_t m_groups = (p.num_m_blocks + in.cluster_ctas - 1) / in.cluster_ctas;
