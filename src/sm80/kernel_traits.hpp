@@ -164,6 +164,20 @@ struct SmallGridTileConfig<256> {
                        kMinCtasPerSm = 1;
 };
 
+// The flex kernel's tile (flex_kernel.cuh), head dims 64 and 128: 64 query rows (four warps of
+// one m16 tile), 64-key K/V tiles, the two-barrier schedule. 64 rows, so that a query tile lies
+// inside one BlockMask query block of 64 or 128 rows (block_walk.hpp) and one kernel serves both
+// block sizes; 64 keys, the smallest KV block a BlockMask may use with it. hd128: 16 KiB Q + 16 KiB
+// K + 16 KiB V = 48 KiB, 64 O + 32 S accumulators, two CTAs per SM (more fit; the register cap of
+// __launch_bounds__ is what two allow). Not tuned yet: the large tile's two m16 tiles per warp feed
+// more MMAs per ldmatrix (see above).
+template <int kHeadDim>
+struct FlexTileConfig {
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "the flex kernel has head dims 64 and 128");
+  static constexpr int kBlockM = 64, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 1,
+                       kMinCtasPerSm = 2;
+};
+
 // What the schedule of fwd_kernel.cuh leaves to the architecture that runs it. A tile config may
 // name a policy of each kind; the tables above name none and get the sm_80 ones:
 //  - Mma: how a key group runs S = Q K^T and O += P V on its slice of a K/V tile. WarpMma
@@ -280,5 +294,8 @@ template <typename Element, int kHeadDim>
 using LargeTile = KernelTraits<Element, kHeadDim>;
 template <typename Element, int kHeadDim>
 using SmallTile = KernelTraits<Element, kHeadDim, SmallGridTileConfig<kHeadDim>>;
+// The flex kernel's tile (FlexTileConfig).
+template <typename Element, int kHeadDim>
+using FlexTile = KernelTraits<Element, kHeadDim, FlexTileConfig<kHeadDim>>;
 
 }  // namespace flashcore::sm80
