@@ -146,6 +146,32 @@ TEST(FlexSm80Auto, AutoRunsFlexOnSm80) {
   EXPECT_LE(r.rel_l2, reference::parity_tolerance(c.dtype));
 }
 
+// The fp32 GPU oracle on varlen batches (it checks the fast kernels at sizes too large for the
+// float64 reference) against that reference. fp32 arithmetic errs by about 1e-6, so 1e-4 is far
+// below the half-precision bounds and still catches any wrong row, key or sequence.
+constexpr double kOracleTolerance = 1e-4;
+TEST(GpuOracleVarlen, MatchesFloat64Reference) {
+  FLASHCORE_REQUIRE_GPU();
+  for (const bool causal : {false, true}) {
+    FlexCase c = with("oracle_varlen", [](FlexCase& f) {
+      f.lengths_q = {0, 1, 7, 300, 33};
+      f.lengths_k = {4, 1, 7, 310, 0};
+      f.heads_q = 4;
+      f.window_left = 40;
+    });
+    c.causal = causal;
+    c.gpu_oracle = true;
+    FlexResult r;
+    run_flex_case(c, &r);
+    if (::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(r.nan_count, 0);
+    EXPECT_LE(r.rel_l2, kOracleTolerance);
+    EXPECT_LE(r.lse_max_abs, kOracleTolerance);
+    EXPECT_GT(r.masked_rows, 0);  // the sequence of 33 queries has no key
+    EXPECT_EQ(r.masked_row_errors, 0);
+  }
+}
+
 // Cases with fully masked rows must have some, or that part of the test cannot fail.
 TEST(FlexSm80MaskedRows, CasesThatPromiseMaskedRowsHaveThem) {
   FLASHCORE_REQUIRE_GPU();

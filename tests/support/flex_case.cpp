@@ -11,6 +11,7 @@
 
 #include "flashcore/flex.hpp"
 #include "reference/cpu_flex_reference.hpp"
+#include "reference/gpu_oracle.hpp"
 #include "tests/support/attention_case.hpp"
 
 namespace flashcore::testing {
@@ -240,16 +241,32 @@ void run_flex_case(const FlexCase& c, FlexResult* result) {
   if (c.sinks) p.flex.sinks.logits = device.sinks;
   p.flex.block_mask = device_blocks;
 
-  RunInfo info;
-  const Status s = run(p, &info);
-  ASSERT_TRUE(s.ok()) << s.message;
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  result->provider = info.provider;
-
-  std::vector<uint16_t> o_bits(static_cast<size_t>(rows_q * c.heads_q * D));
+  // O read back as doubles: the kernel's fp16/bf16, or the oracle's fp32.
+  std::vector<double> out_o(static_cast<size_t>(rows_q * c.heads_q * D));
   std::vector<float> out_lse(static_cast<size_t>(rows_q * c.heads_q));
-  ASSERT_EQ(cudaMemcpy(o_bits.data(), o.get(), o_bits.size() * 2, cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  if (c.gpu_oracle) {
+    DeviceBuffer o32(out_o.size() * sizeof(float));
+    ASSERT_EQ(cudaMemset(o32.get(), 0xff, o32.bytes()), cudaSuccess);
+    const Status s =
+        reference::gpu_oracle(p, static_cast<float*>(o32.get()), p.lse, /*stream=*/nullptr);
+    ASSERT_TRUE(s.ok()) << s.message;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    result->provider = "gpu_oracle";
+    std::vector<float> o_floats(out_o.size());
+    ASSERT_EQ(cudaMemcpy(o_floats.data(), o32.get(), o32.bytes(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    std::copy(o_floats.begin(), o_floats.end(), out_o.begin());
+  } else {
+    RunInfo info;
+    const Status s = run(p, &info);
+    ASSERT_TRUE(s.ok()) << s.message;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    result->provider = info.provider;
+    std::vector<uint16_t> o_bits(out_o.size());
+    ASSERT_EQ(cudaMemcpy(o_bits.data(), o.get(), o_bits.size() * 2, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    for (size_t i = 0; i < o_bits.size(); ++i) out_o[i] = from_bits(o_bits[i], c.dtype);
+  }
   ASSERT_EQ(cudaMemcpy(out_lse.data(), lse.get(), out_lse.size() * 4, cudaMemcpyDeviceToHost),
             cudaSuccess);
 
@@ -274,7 +291,7 @@ void run_flex_case(const FlexCase& c, FlexResult* result) {
 
   double err = 0, norm = 0;
   for (size_t i = 0; i < ref_o.size(); ++i) {
-    const double x = from_bits(o_bits[i], c.dtype);
+    const double x = out_o[i];
     if (!std::isfinite(x)) {
       ++result->nan_count;
       continue;
@@ -299,8 +316,7 @@ void run_flex_case(const FlexCase& c, FlexResult* result) {
         ++result->masked_rows;
         bool zero = got == -std::numeric_limits<float>::infinity();
         for (int64_t d = 0; d < D; ++d) {
-          zero &=
-              from_bits(o_bits[static_cast<size_t>((r * c.heads_q + h) * D + d)], c.dtype) == 0.0;
+          zero &= out_o[static_cast<size_t>((r * c.heads_q + h) * D + d)] == 0.0;
         }
         if (!zero) ++result->masked_row_errors;
         continue;

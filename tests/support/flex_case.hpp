@@ -34,6 +34,7 @@ struct FlexCase {
   // Varlen: the sequences' lengths (batch = their count); empty for a dense batch.
   std::vector<int32_t> lengths_q, lengths_k;
   Backend backend = Backend::kSm80;
+  bool gpu_oracle = false;  // run the fp32 GPU oracle (no flex mods) instead of run()
 };
 
 struct FlexResult {

@@ -9,8 +9,7 @@
 namespace flashcore::flex {
 
 // Block sizes are multiples of the tensor-core tile edge, so that no kernel tile straddles two
-// blocks. The sm80 kernel runs multiples of 64 (64 and 128 are
-// the sizes to use); a backend may reject others.
+// blocks. The sm80 flex kernel runs multiples of 64 (64 and 128 as a rule) and rejects others.
 inline constexpr int64_t kBlockSizeMultiple = 16;
 inline constexpr int64_t kDefaultBlockSize = 128;  // PyTorch's default
 
