@@ -5,11 +5,9 @@
 
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
-#include "common/score_scaling.hpp"
-#include "flashcore/varlen.hpp"
 #include "sm80/flex_fwd.hpp"
 #include "sm80/flex_launch.hpp"
-#include "sm80/fwd_plan.hpp"
+#include "sm80/flex_view.hpp"
 #include "sm80/kernel_traits.hpp"
 
 namespace flashcore::detail {
@@ -52,36 +50,15 @@ bool with_flex_tile(DType dtype, int64_t head_dim, Fn&& fn) {
                                   : with_head_dim<__nv_bfloat16>(head_dim, fn);
 }
 
-// The flex kernel's query tile rows (every flex tile has the same).
-constexpr int64_t kFlexBlockM = FlexTile<__half, 64>::kBlockM;
-constexpr int64_t kFlexBlockKV = FlexTile<__half, 64>::kBlockKV;
-
-BuiltinFlexParams flex_view(const Problem& problem) {
+// The built-in mods of the params, with the window (causal / window_left / window_right, bound per
+// sequence in the kernel) ANDed into the mask and softcap applied last, after ALiBi and the bias.
+BuiltinFlexParams builtin_flex_view(const Problem& problem) {
   const AttentionParams& a = problem.params;
-  BuiltinFlexParams fp{};
-  // The dense view's pointers, strides and scale, then the query side unpacked: mods see real
-  // query heads and rows, so the decode GQA packing of common/query_view.hpp does not apply.
-  sm80::FwdParams& p = fp.fwd;
-  p = sm80::kernel_view(problem);
-  p.heads = static_cast<int>(a.heads_q);
-  p.kv_group = static_cast<int>(problem.group());
-  p.seqlen_q = static_cast<int>(a.seqlen_q);
-  p.q_seq = a.q.strides.seq, p.q_head = a.q.strides.head;
-  p.o_seq = a.o.strides.seq, p.o_head = a.o.strides.head;
-  p.scale = problem.scale;
-  p.num_splits = 1;
-  const int64_t rows = is_varlen(a) ? a.max_seqlen_q : a.seqlen_q;
-  p.num_m_blocks = static_cast<int>((rows + kFlexBlockM - 1) / kFlexBlockM);
-
-  fp.mask = a.flex.mask;
-  fp.mask.window = problem.mask;  // causal / window_left / window_right, bound per sequence
-  fp.score_mod = a.flex.score_mod;
-  fp.score_mod.softcap.cap = a.softcap;  // last, after ALiBi and the bias
-  fp.block_mask = a.flex.block_mask;
-  fp.sinks = a.flex.sinks;
-  fp.cu_seqlens_q = a.cu_seqlens_q;
-  fp.cu_seqlens_k = a.cu_seqlens_k;
-  return fp;
+  flex::BuiltinMask mask = a.flex.mask;
+  mask.window = problem.mask;
+  flex::BuiltinScoreMod score_mod = a.flex.score_mod;
+  score_mod.softcap.cap = a.softcap;
+  return sm80::flex_view(problem, mask, score_mod);
 }
 
 }  // namespace
@@ -101,7 +78,7 @@ const char* sm80_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
   }
   const flex::BlockMask& m = a.flex.block_mask;
   if (a.flex.has_block_mask() &&
-      (m.q_block_size % kFlexBlockM != 0 || m.kv_block_size % kFlexBlockKV != 0)) {
+      (m.q_block_size % sm80::kFlexBlockM != 0 || m.kv_block_size % sm80::kFlexBlockKV != 0)) {
     return "runs BlockMasks whose q_block_size and kv_block_size are multiples of 64 (64 and 128 "
            "as a rule); rebuild the BlockMask with such block sizes";
   }
@@ -115,7 +92,7 @@ const char* sm80_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
 }
 
 Status launch_sm80_flex(const Problem& problem, cudaStream_t stream) {
-  const BuiltinFlexParams fp = flex_view(problem);
+  const BuiltinFlexParams fp = builtin_flex_view(problem);
   Status status = {StatusCode::kUnsupported, "sm80: head_dim has no flex kernel"};
   with_flex_tile(problem.params.q.dtype, problem.params.head_dim, [&](auto tile) {
     using Traits = decltype(tile);
