@@ -45,8 +45,8 @@ Status run_flex(const AttentionParams& params, const Mask& mask, const ScoreMod&
         "flex::SoftcapScore into the score_mod)");
   }
   const flex::BlockMask& m = params.flex.block_mask;
-  if (params.flex.has_block_mask() &&
-      (m.q_block_size % sm80::kFlexBlockM != 0 || m.kv_block_size % sm80::kFlexBlockKV != 0)) {
+  if (params.flex.has_block_mask() && (m.q_block_size % sm80::kFlexQBlockMultiple != 0 ||
+                                       m.kv_block_size % sm80::kFlexBlockKV != 0)) {
     return {StatusCode::kUnsupported,
             "run_flex runs BlockMasks whose block sizes are multiples of 64"};
   }

@@ -7,9 +7,10 @@
 //
 // With a BlockMask (flashcore/flex/block_mask.hpp) the walk is its query block's partial list,
 // then its full list, each KV block cut into kv_block_size / kTileKeys kernel tiles: the cost
-// follows the listed blocks, not Sk. The kernel's query tile must lie inside one query block
-// (q_block_size a multiple of the tile's rows) and kv_block_size must be a multiple of kTileKeys;
-// the backend rejects other sizes before any launch. Without one, the walk is the tiles of the
+// follows the listed blocks, not Sk. A query tile may span two query blocks (64-row blocks under
+// a 128-row tile): then it walks both blocks' lists, each step for its own block's rows.
+// kv_block_size must be a multiple of kTileKeys; the backend rejects other sizes before any
+// launch. Without one, the walk is the tiles of the
 // mask's key range (a window's, or every key), each classified by the mask's block_visibility.
 #pragma once
 
@@ -36,31 +37,50 @@ enum class TileMasking : unsigned char { kSkip, kPartial, kFull };
 struct KvTile {
   int index;  // kernel tile: keys [index * kTileKeys, (index + 1) * kTileKeys)
   TileMasking masking;
+  // The query tile's rows this step is for, relative to its first row: [rows_begin, rows_end).
+  // Every row, except where a BlockMask's query blocks are shorter than the tile (see KvTileWalk).
+  int rows_begin, rows_end;
 };
 
 template <int kTileKeys>
 struct KvTileWalk {
-  // BlockMask lists of this query tile's block (null: the dense walk).
-  const int32_t* partial = nullptr;
-  const int32_t* full = nullptr;
-  int num_partial = 0;  // in kernel tiles
-  int num_full = 0;
+  // One BlockMask row's lists, counted in kernel tiles.
+  struct Lists {
+    const int32_t* partial;
+    const int32_t* full;
+    int num_partial, num_full;
+  };
+  // BlockMask walk (num_lists 1 or 2): the lists of the query block(s) the tile's rows lie in.
+  // With query blocks shorter than the tile, rows [0, split_row) are the first block's and the
+  // rest the second's; the walk visits the first block's lists, then the second's, and each step
+  // is for its own block's rows only (KvTile::rows_begin/end). A KV block in both lists is then
+  // loaded twice: the price of walking unsorted lists without merging them.
+  Lists lists[2] = {};
+  int num_lists = 0;  // 0: the dense walk
+  int split_row = 0;
+  int num_rows = 0;  // the query tile's rows
   int tiles_per_block = 1;
   // Dense walk: tiles [dense_begin, dense_end).
   int dense_begin = 0;
   int dense_end = 0;
 
+  FLASHCORE_HOST_DEVICE int steps(const Lists& l) const { return l.num_partial + l.num_full; }
   FLASHCORE_HOST_DEVICE int count() const {
-    return partial != nullptr ? num_partial + num_full : dense_end - dense_begin;
+    if (num_lists == 0) return dense_end - dense_begin;
+    return steps(lists[0]) + (num_lists == 2 ? steps(lists[1]) : 0);
   }
 
   // The kernel tile of step i, 0 <= i < count(), without classifying it (for the loads).
   FLASHCORE_HOST_DEVICE int tile_index(int i) const {
-    if (partial == nullptr) return dense_begin + i;
-    const bool is_partial = i < num_partial;
-    const int j = is_partial ? i : i - num_partial;
-    return (is_partial ? partial : full)[j / tiles_per_block] * tiles_per_block +
-           j % tiles_per_block;
+    if (num_lists == 0) return dense_begin + i;
+    const bool second = i >= steps(lists[0]);
+    // A select, not lists[second]: a dynamic index would put the array in local memory.
+    const Lists l = second ? lists[1] : lists[0];
+    const int j = second ? i - steps(lists[0]) : i;
+    const bool is_partial = j < l.num_partial;
+    const int t = is_partial ? j : j - l.num_partial;
+    return (is_partial ? l.partial : l.full)[t / tiles_per_block] * tiles_per_block +
+           t % tiles_per_block;
   }
 
   // Step i of the walk, 0 <= i < count(). The dense walk asks mask (bound to the sequence) about
@@ -68,43 +88,60 @@ struct KvTileWalk {
   template <typename Mask>
   FLASHCORE_HOST_DEVICE KvTile at(int i, const Mask& mask, int b, int h, int q_begin, int q_end,
                                   int seqlen_k) const {
-    if (partial != nullptr) {
-      const bool is_partial = i < num_partial;
-      const int tile = tile_index(i);
+    const int tile = tile_index(i);
+    if (num_lists != 0) {
+      const bool second = i >= steps(lists[0]);
+      const int rows_begin = second ? split_row : 0;
+      const int rows_end = num_lists == 2 && !second ? split_row : num_rows;
+      const Lists l = second ? lists[1] : lists[0];
+      const int j = second ? i - steps(lists[0]) : i;
       // A tile past the keys (the tail of a long last KV block) has nothing to see.
-      if (tile * kTileKeys >= seqlen_k) return {tile, TileMasking::kSkip};
-      return {tile, is_partial ? TileMasking::kPartial : TileMasking::kFull};
+      if (tile * kTileKeys >= seqlen_k) return {tile, TileMasking::kSkip, rows_begin, rows_end};
+      return {tile, j < l.num_partial ? TileMasking::kPartial : TileMasking::kFull, rows_begin,
+              rows_end};
     }
-    const int tile = dense_begin + i;
     const int kv_begin = tile * kTileKeys;
     const int kv_end = kv_begin + kTileKeys < seqlen_k ? kv_begin + kTileKeys : seqlen_k;
+    TileMasking masking = TileMasking::kPartial;
     switch (flex::block_visibility(mask, b, h, q_begin, q_end, kv_begin, kv_end)) {
       case BlockVisibility::kEmpty:
-        return {tile, TileMasking::kSkip};
+        masking = TileMasking::kSkip;
+        break;
       case BlockVisibility::kFull:
-        return {tile, TileMasking::kFull};
+        masking = TileMasking::kFull;
+        break;
       default:
-        return {tile, TileMasking::kPartial};
+        break;
     }
+    return {tile, masking, 0, num_rows};
   }
 };
 
-// The walk of query rows [q_begin, q_end) of (b, h): the BlockMask's lists for their block, or
-// the dense range. mask is bound to the sequence's lengths.
+// The walk of query rows [q_begin, q_end) of (b, h): the BlockMask's lists for the query blocks
+// the rows lie in (at most two: the backend admits q_block_size multiples of half the kernel's
+// query tile, aligned with it), or the dense range. mask is bound to the sequence's lengths.
 template <int kTileKeys, typename Mask>
 FLASHCORE_HOST_DEVICE KvTileWalk<kTileKeys> kv_tile_walk(const flex::BlockMask& block_mask,
                                                          const Mask& mask, int b, int h,
                                                          int q_begin, int q_end, int seqlen_k) {
   KvTileWalk<kTileKeys> walk;
+  walk.num_rows = q_end - q_begin;
   if (block_mask.kv_num_blocks != nullptr) {
-    const int64_t row = block_mask.row(b, h, q_begin / block_mask.q_block_size);
     const int64_t mk = block_mask.num_kv_blocks();
     walk.tiles_per_block = static_cast<int>(block_mask.kv_block_size / kTileKeys);
-    walk.partial = block_mask.kv_indices + row * mk;
-    walk.num_partial = block_mask.kv_num_blocks[row] * walk.tiles_per_block;
-    if (block_mask.full_kv_num_blocks != nullptr) {
-      walk.full = block_mask.full_kv_indices + row * mk;
-      walk.num_full = block_mask.full_kv_num_blocks[row] * walk.tiles_per_block;
+    const int64_t first_block = q_begin / block_mask.q_block_size;
+    const int64_t last_block = (q_end - 1) / block_mask.q_block_size;
+    walk.num_lists = last_block > first_block ? 2 : 1;
+    walk.split_row = static_cast<int>((first_block + 1) * block_mask.q_block_size - q_begin);
+    for (int n = 0; n < walk.num_lists; ++n) {
+      const int64_t row = block_mask.row(b, h, first_block + n);
+      auto& l = walk.lists[n];
+      l.partial = block_mask.kv_indices + row * mk;
+      l.num_partial = block_mask.kv_num_blocks[row] * walk.tiles_per_block;
+      if (block_mask.full_kv_num_blocks != nullptr) {
+        l.full = block_mask.full_kv_indices + row * mk;
+        l.num_full = block_mask.full_kv_num_blocks[row] * walk.tiles_per_block;
+      }
     }
     return walk;
   }

@@ -77,8 +77,8 @@ const char* sm80_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
     return "runs varlen and flex problems on one tile; pass tile auto or large";
   }
   const flex::BlockMask& m = a.flex.block_mask;
-  if (a.flex.has_block_mask() &&
-      (m.q_block_size % sm80::kFlexBlockM != 0 || m.kv_block_size % sm80::kFlexBlockKV != 0)) {
+  if (a.flex.has_block_mask() && (m.q_block_size % sm80::kFlexQBlockMultiple != 0 ||
+                                  m.kv_block_size % sm80::kFlexBlockKV != 0)) {
     return "runs BlockMasks whose q_block_size and kv_block_size are multiples of 64 (64 and 128 "
            "as a rule); rebuild the BlockMask with such block sizes";
   }

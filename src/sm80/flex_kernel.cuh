@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <new>
 
 #include "common/block_walk.hpp"
 #include "common/flex_scores.hpp"
@@ -58,6 +59,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     flex_fwd_kernel(const __grid_constant__ FlexParams<Mask, ScoreMod> fp) {
   static_assert(Traits::kKeyGroups == 1 && Traits::kStages == 1 && Traits::kClusterCtas == 1,
                 "the flex kernel runs the one-group, two-barrier schedule");
+  static_assert(kFlexQBlockMultiple % Traits::kWarpRows == 0,
+                "a warp's rows lie in one BlockMask query block");
   using Element = typename Traits::Element;
   extern __shared__ __align__(128) char smem[];
   char* const q_smem = smem;
@@ -70,21 +73,49 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   const int b = blockIdx.z, h = blockIdx.y;
   // Later query tiles see more keys under causal masks; launching them first shortens the tail.
   const int m_block = p.num_m_blocks - 1 - static_cast<int>(blockIdx.x);
-  const SequenceSlice seq = sequence_slice(fp, b);
   const int row_begin = m_block * Traits::kBlockM;
-  if (row_begin >= seq.seqlen_q) return;  // varlen: past this sequence's rows
-  const int row_end = min(row_begin + Traits::kBlockM, seq.seqlen_q);
-  const Mask mask = flex::bind_seqlens(fp.mask, seq.seqlen_q, seq.seqlen_k);
-  const ScoreMod score_mod = flex::bind_seqlens(fp.score_mod, seq.seqlen_q, seq.seqlen_k);
-  const detail::KvTileWalk<Traits::kBlockKV> walk = detail::kv_tile_walk<Traits::kBlockKV>(
-      fp.block_mask, mask, b, h, row_begin, row_end, seq.seqlen_k);
+  // The sequence, the bound mods, K/V's addresses and the walk are the same for every thread: they
+  // live in shared memory, read where used, because the 128-row tile's 128 O + 64 S accumulators
+  // leave no registers to hold them through the loop (held in registers, hd128 spilled 292 bytes
+  // on sm_90a; from here it still spills about 100, docs/flex.md).
+  using Walk = detail::KvTileWalk<Traits::kBlockKV>;
+  struct CtaState {
+    SequenceSlice seq;
+    int row_end;
+    const Element* k;
+    const Element* v;
+    Mask mask;
+    ScoreMod score_mod;
+    Walk walk;
+  };
+  __shared__ __align__(16) unsigned char state_bytes[sizeof(CtaState)];
+  CtaState& state = *reinterpret_cast<CtaState*>(state_bytes);
+  {
+    const SequenceSlice seq = sequence_slice(fp, b);
+    if (row_begin >= seq.seqlen_q) return;  // varlen: past this sequence's rows (uniform)
+    if (tid == 0) {
+      const int row_end = min(row_begin + Traits::kBlockM, seq.seqlen_q);
+      const int kv_head = h / p.kv_group;
+      const Mask bound = flex::bind_seqlens(fp.mask, seq.seqlen_q, seq.seqlen_k);
+      new (&state) CtaState{seq,
+                            row_end,
+                            static_cast<const Element*>(p.k) + seq.k_offset + kv_head * p.k_head,
+                            static_cast<const Element*>(p.v) + seq.v_offset + kv_head * p.v_head,
+                            bound,
+                            flex::bind_seqlens(fp.score_mod, seq.seqlen_q, seq.seqlen_k),
+                            detail::kv_tile_walk<Traits::kBlockKV>(
+                                fp.block_mask, bound, b, h, row_begin, row_end, seq.seqlen_k)};
+    }
+    __syncthreads();
+  }
+  const SequenceSlice& seq = state.seq;
+  const int row_end = state.row_end;
+  const Mask& mask = state.mask;
+  const ScoreMod& score_mod = state.score_mod;
+  const Walk& walk = state.walk;
   const int num_tiles = walk.count();
-
-  const int kv_head = h / p.kv_group;
   const Element* q = static_cast<const Element*>(p.q) + seq.q_offset + h * p.q_head +
                      static_cast<int64_t>(row_begin) * p.q_seq;
-  const Element* k = static_cast<const Element*>(p.k) + seq.k_offset + kv_head * p.k_head;
-  const Element* v = static_cast<const Element*>(p.v) + seq.v_offset + kv_head * p.v_head;
   // A tile past the keys (the tail of a long last KV block; the walk skips its math) is all
   // zero-fill, from the head's first row: no address past the tensor is formed.
   auto load_kv = [&](char* dst, const Element* base, int64_t row_stride, int i) {
@@ -112,9 +143,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   load_tile_async<Traits, Traits::kBlockM>(q_smem, q, p.q_seq, row_end - row_begin, p.head_dim,
                                            tid);
   if (num_tiles > 0) {
-    load_kv(k_smem, k, p.k_seq, 0);
+    load_kv(k_smem, state.k, p.k_seq, 0);
     cute::cp_async_fence();
-    load_kv(v_smem, v, p.v_seq, 0);
+    load_kv(v_smem, state.v, p.v_seq, 0);
   }
   cute::cp_async_fence();
   for (int i = 0; i < num_tiles; ++i) {
@@ -126,25 +157,33 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     }
     __syncthreads();
     if (i > 0) {
-      load_kv(v_smem, v, p.v_seq, i);
+      load_kv(v_smem, state.v, p.v_seq, i);
       cute::cp_async_fence();
     }
-    const bool compute = warp_has_rows && tile.masking != detail::TileMasking::kSkip;
+    // A step of the other query block's lists (BlockMask blocks shorter than the tile) is not for
+    // this warp: its rows lie in one block (the static_assert above).
+    const bool compute = warp_has_rows && tile.masking != detail::TileMasking::kSkip &&
+                         warp_row0 >= tile.rows_begin && warp_row0 < tile.rows_end;
     ProbFrag<Traits> probs;
     if (compute) {
-      float s[Traits::kWarpMTiles][Traits::kScoreNTiles][4];
-      Traits::Mma::template gemm_qk<Traits>(q_smem, k_smem, warp_row0, lane, s);
       const detail::FragmentPlace at{
           b,   h, row_begin + warp_row0, tile.index * Traits::kBlockKV, seq.seqlen_q, seq.seqlen_k,
           lane};
-      detail::flex_scores(s, tile.masking, mask, score_mod, at, p.scale);
+      // The mask before S = Q K^T (flex_scores.hpp says why).
+      uint32_t visible[Traits::kWarpMTiles] = {};
+      if (tile.masking == detail::TileMasking::kPartial)
+        detail::partial_visibility<Mask, Traits::kWarpMTiles, Traits::kScoreNTiles>(mask, at,
+                                                                                    visible);
+      float s[Traits::kWarpMTiles][Traits::kScoreNTiles][4];
+      Traits::Mma::template gemm_qk<Traits>(q_smem, k_smem, warp_row0, lane, s);
+      detail::flex_scores(s, tile.masking, visible, score_mod, at, p.scale);
       softmax.update(s, o, /*factor=*/1.f);
       pack_probabilities<Traits>(s, probs);
     }
     cute::cp_async_wait<0>();
     __syncthreads();
     if (i + 1 < num_tiles) {
-      load_kv(k_smem, k, p.k_seq, i + 1);
+      load_kv(k_smem, state.k, p.k_seq, i + 1);
       cute::cp_async_fence();
     }
     if (compute) Traits::Mma::template gemm_pv<Traits>(v_smem, lane, probs, o);

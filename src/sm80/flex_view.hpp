@@ -14,7 +14,8 @@
 
 namespace flashcore::sm80 {
 
-// The flex tile's query rows and keys per KV tile (the same at every head dim).
+// The flex tile's query rows and keys per KV tile (the same at every head dim). BlockMask query
+// blocks must be multiples of kFlexQBlockMultiple (kernel_traits.hpp), KV blocks of kFlexBlockKV.
 inline constexpr int64_t kFlexBlockM = FlexTileConfig<64>::kBlockM;
 inline constexpr int64_t kFlexBlockKV =
     FlexTileConfig<64>::kBlockN * FlexTileConfig<64>::kKeyGroups;

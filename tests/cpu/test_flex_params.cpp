@@ -267,6 +267,9 @@ TEST(FlexBlockWalk, ListsBecomeKernelTilesAndTheWindowClassifiesDenseTiles) {
   EXPECT_EQ(second.tile_index(0), 4);
   EXPECT_EQ(second.tile_index(2), 2);
 
+  EXPECT_EQ(second.at(0, none, 0, 0, 128, 192, 300).rows_begin, 0);
+  EXPECT_EQ(second.at(0, none, 0, 0, 128, 192, 300).rows_end, 64);  // the tile's every row
+
   // Dense: causal rows 64..127 of 256 x 256 see tiles 0 (full) and 1 (the diagonal: partial).
   flex::BuiltinMask causal;
   causal.window = flex::WindowMod{256, 256, -1, 0};
@@ -275,6 +278,47 @@ TEST(FlexBlockWalk, ListsBecomeKernelTilesAndTheWindowClassifiesDenseTiles) {
   ASSERT_EQ(dense.count(), 2);
   EXPECT_EQ(dense.at(0, causal, 0, 0, 64, 128, 256).masking, detail::TileMasking::kFull);
   EXPECT_EQ(dense.at(1, causal, 0, 0, 64, 128, 256).masking, detail::TileMasking::kPartial);
+}
+
+// A 128-row query tile over 64-row query blocks spans two block rows: the walk visits the first
+// block's lists, then the second's, and each step is for its own block's 64 rows only.
+TEST(FlexBlockWalk, ATileOverTwoQueryBlocksWalksBothBlocksListsForTheirOwnRows) {
+  flex::BlockMask m = flex::block_mask_shape(1, 1, 256, 256, 64, 128);  // 4 x 2 blocks
+  const int32_t counts[] = {1, 0, 1, 1}, indices[] = {1, 0, 0, 0, 0, 0, 1, 0};
+  const int32_t full_counts[] = {0, 1, 1, 0}, full_indices[] = {0, 0, 0, 0, 1, 0, 0, 0};
+  m.kv_num_blocks = counts;
+  m.kv_indices = indices;
+  m.full_kv_num_blocks = full_counts;
+  m.full_kv_indices = full_indices;
+  const flex::NoMask none;
+  // Rows 0..127: block row 0 (partial KV block 1), then block row 1 (full KV block 0).
+  const auto first = detail::kv_tile_walk<64>(m, none, 0, 0, 0, 128, 256);
+  ASSERT_EQ(first.count(), 4);
+  const detail::KvTile a = first.at(1, none, 0, 0, 0, 128, 256);
+  EXPECT_EQ(a.index, 3);
+  EXPECT_EQ(a.masking, detail::TileMasking::kPartial);
+  EXPECT_EQ(a.rows_begin, 0);
+  EXPECT_EQ(a.rows_end, 64);
+  const detail::KvTile b = first.at(2, none, 0, 0, 0, 128, 256);
+  EXPECT_EQ(b.index, 0);
+  EXPECT_EQ(b.masking, detail::TileMasking::kFull);
+  EXPECT_EQ(b.rows_begin, 64);
+  EXPECT_EQ(b.rows_end, 128);
+  // Rows 128..255: block row 2 (partial 0, full 1), then block row 3 (partial 1).
+  const auto second = detail::kv_tile_walk<64>(m, none, 0, 0, 128, 256, 256);
+  ASSERT_EQ(second.count(), 6);
+  EXPECT_EQ(second.tile_index(2), 2);
+  EXPECT_EQ(second.at(3, none, 0, 0, 128, 256, 256).masking, detail::TileMasking::kFull);
+  EXPECT_EQ(second.at(3, none, 0, 0, 128, 256, 256).rows_end, 64);
+  const detail::KvTile c = second.at(5, none, 0, 0, 128, 256, 256);
+  EXPECT_EQ(c.index, 3);
+  EXPECT_EQ(c.masking, detail::TileMasking::kPartial);
+  EXPECT_EQ(c.rows_begin, 64);
+  EXPECT_EQ(c.rows_end, 128);
+  // A short last tile (rows 128..159 of 160) lies in one block: one list, every row.
+  const auto tail = detail::kv_tile_walk<64>(m, none, 0, 0, 128, 160, 256);
+  ASSERT_EQ(tail.count(), 4);
+  EXPECT_EQ(tail.at(3, none, 0, 0, 128, 160, 256).rows_end, 32);
 }
 
 }  // namespace

@@ -71,6 +71,10 @@ struct BuiltinScoreMod {
     if (softcap.cap > 0.f) score = softcap(score, b, h, q_idx, kv_idx);
     return score;
   }
+  // No part on: the score passes unchanged (kernels then skip the per-element branches).
+  FLASHCORE_HOST_DEVICE bool is_identity() const {
+    return alibi.slopes == nullptr && bias.table == nullptr && !(softcap.cap > 0.f);
+  }
   FLASHCORE_HOST_DEVICE BuiltinScoreMod with_seqlens(int64_t seqlen_q, int64_t seqlen_k) const {
     return {alibi.with_seqlens(seqlen_q, seqlen_k), bias.with_seqlens(seqlen_q, seqlen_k), softcap};
   }
