@@ -10,8 +10,9 @@
 namespace flashcore::reference {
 
 // Reads q, k, v (device, any valid strides, fp16/bf16) as described by params. Writes o as fp32
-// contiguous [B, Sq, Hq, D] and lse as fp32 [B, Hq, Sq] (both device). Fully masked rows get o = 0
-// and lse = -inf. Validates params first and launches nothing on failure.
+// contiguous [B, Sq, Hq, D] and lse as fp32 [B, Hq, Sq] (both device); a varlen batch (device
+// cu_seqlens) gives o [total_q, Hq, D] and lse [Hq, total_q]. Fully masked rows get o = 0 and
+// lse = -inf. No flex mods. Validates params first and launches nothing on failure.
 Status gpu_oracle(const AttentionParams& params, float* o, float* lse, cudaStream_t stream);
 
 }  // namespace flashcore::reference

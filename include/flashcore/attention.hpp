@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "flashcore/flex/options.hpp"
+
 namespace flashcore {
 
 enum class DType { kFloat16, kBFloat16 };
@@ -160,11 +162,16 @@ struct AttentionParams {
   // lengths (they size the grid). causal, window and softcap apply within each sequence, bottom-
   // right aligned to its own lengths. run() reads the arrays only on the device, so it neither
   // synchronizes nor checks their contents: a wrong array gives wrong results, not an error.
-  // No backend runs varlen yet; each says so in its reason.
+  // The sm80 backend runs varlen batches (with the flex kernels below); the others say why not.
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_k = nullptr;
   int64_t max_seqlen_q = 0;
   int64_t max_seqlen_k = 0;
+
+  // FlexAttention (docs/flex.md): built-in mask_mod / score_mod, a BlockMask and attention sinks.
+  // Off by default. With any part on (or varlen) the sm80 backend's flex kernels run it: no
+  // split-KV, head_dim up to 128; the others reject it with a reason.
+  flex::FlexOptions flex;
 
   Backend backend = Backend::kAuto;
   // Split-KV (flash-decoding) for backends that support it: 0 lets a heuristic choose from the SM

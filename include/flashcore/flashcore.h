@@ -26,6 +26,29 @@ typedef struct {
   int64_t head;
 } flashcore_strides;
 
+/* FlexAttention's BlockMask (flashcore/flex/block_mask.hpp): int32 arrays in PyTorch's layout,
+ * kv_num_blocks [batch, heads, Mq], kv_indices [batch, heads, Mq, Mk], full_* the same (optional);
+ * batch or heads 1 broadcasts. */
+typedef struct {
+  int64_t batch, heads, seqlen_q, seqlen_k, q_block_size, kv_block_size;
+  const int32_t* kv_num_blocks;
+  const int32_t* kv_indices;
+  const int32_t* full_kv_num_blocks;
+  const int32_t* full_kv_indices;
+} flashcore_block_mask;
+
+/* The built-in mask_mods (flex::BuiltinMask): window AND documents AND prefix-LM, each part on when
+ * set. Arrays are int32 device memory. */
+typedef struct {
+  int64_t window_left, window_right; /* -1: unbounded; causal is (-1, 0) */
+  const int32_t* doc_ids_q;          /* [B, Sq], NULL: no documents */
+  const int32_t* doc_ids_k;          /* [B, Sk]; may equal doc_ids_q for self-attention */
+  int64_t doc_batch_stride_q, doc_batch_stride_k;
+  int use_prefix_lm;
+  const int32_t* prefix_lengths; /* [B], or NULL to use prefix_length for every batch */
+  int64_t prefix_length;
+} flashcore_mask_mod;
+
 typedef struct {
   flashcore_dtype dtype; /* of q, k, v and o */
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
@@ -52,38 +75,25 @@ typedef struct {
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
   int64_t max_seqlen_q, max_seqlen_k; /* 0 unless varlen */
+  /* FlexAttention (AttentionParams::flex, docs/flex.md); init turns every part off. Arrays are
+   * device memory. The window goes through causal / window_left / window_right (mask_mod's window
+   * must stay -1, -1) and softcap through softcap, applied after ALiBi and the bias. */
+  flashcore_mask_mod mask_mod; /* documents and prefix-LM */
+  const float* alibi_slopes;   /* fp32 [Hq], NULL: no ALiBi */
+  const float* rel_bias_table; /* fp32 [Hq, 2 * rel_bias_max_distance - 1], NULL: none */
+  int64_t rel_bias_max_distance;
+  const float* sink_logits;        /* fp32 [Hq], NULL: no sinks */
+  flashcore_block_mask block_mask; /* kv_num_blocks NULL: none */
 } flashcore_attention_params;
 
-/* Zero sizes and pointers, default scale, no mask, auto backend, enable_pdl 1, not varlen. */
+/* Zero sizes and pointers, default scale, no mask, auto backend, enable_pdl 1, not varlen, no flex
+ * part. */
 void flashcore_attention_params_init(flashcore_attention_params* params);
 
 /* Validates, then launches on params->stream. On success *provider (if not NULL) names the kernel
  * that ran. On failure nothing was launched and flashcore_last_error() says why. */
 flashcore_status flashcore_attention(const flashcore_attention_params* params,
                                      const char** provider);
-
-/* FlexAttention's BlockMask (flashcore/flex/block_mask.hpp): int32 arrays in PyTorch's layout,
- * kv_num_blocks [batch, heads, Mq], kv_indices [batch, heads, Mq, Mk], full_* the same (optional);
- * batch or heads 1 broadcasts. */
-typedef struct {
-  int64_t batch, heads, seqlen_q, seqlen_k, q_block_size, kv_block_size;
-  const int32_t* kv_num_blocks;
-  const int32_t* kv_indices;
-  const int32_t* full_kv_num_blocks;
-  const int32_t* full_kv_indices;
-} flashcore_block_mask;
-
-/* The built-in mask_mods (flex::BuiltinMask): window AND documents AND prefix-LM, each part on when
- * set. Arrays are int32 device memory. */
-typedef struct {
-  int64_t window_left, window_right; /* -1: unbounded; causal is (-1, 0) */
-  const int32_t* doc_ids_q;          /* [B, Sq], NULL: no documents */
-  const int32_t* doc_ids_k;          /* [B, Sk]; may equal doc_ids_q for self-attention */
-  int64_t doc_batch_stride_q, doc_batch_stride_k;
-  int use_prefix_lm;
-  const int32_t* prefix_lengths; /* [B], or NULL to use prefix_length for every batch */
-  int64_t prefix_length;
-} flashcore_mask_mod;
 
 /* A mask_mod that sees every key: windows unbounded, no documents, no prefix-LM. */
 void flashcore_mask_mod_init(flashcore_mask_mod* mask);

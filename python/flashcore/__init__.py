@@ -7,9 +7,19 @@ and CUDA graphs see it as one op. Importing needs no GPU and no torch.
 
 import importlib.metadata
 
-from . import _core
+from . import _core, mods
+from .flex import BlockMask, attention_varlen, create_block_mask, flex_attention
 
-__all__ = ["attention", "providers", "last_provider"]
+__all__ = [
+    "attention",
+    "attention_varlen",
+    "BlockMask",
+    "create_block_mask",
+    "flex_attention",
+    "last_provider",
+    "mods",
+    "providers",
+]
 # One version, CMakeLists.txt's project(VERSION), which the wheel's metadata is built from.
 __version__ = importlib.metadata.version("flashcore")
 

@@ -45,17 +45,21 @@ def _plug_unfused():
     _plug_unfused.done = True
 
 
-def run(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel, stream, workspace=None):
+def run(
+    q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel, stream, workspace=None,
+    flex=None,
+):
     """Validates and launches on `stream` (an int cudaStream_t); records the provider that ran.
 
     kernel: (backend, num_splits, tile, enable_pdl). workspace: a device array of at least
     workspace_size(...) bytes, or None to let the library allocate it stream-ordered (slow for
-    large sizes: the pool gives it back at every sync)."""
+    large sizes: the pool gives it back at every sync). flex: the flex keyword fields of
+    python/src/flex_args.hpp (flashcore.flex builds them), or None."""
     if kernel[0] == "unfused":
         _plug_unfused()
     provider = native().attention(
         q, k, v, out, lse, softmax_scale, causal, window[0], window[1], softcap, *kernel, stream,
-        workspace,
+        workspace, flex,
     )
     _state.provider = provider
     return provider

@@ -18,6 +18,7 @@
 
 #include "api/backend_registry.hpp"
 #include "flashcore/attention.hpp"
+#include "flex_args.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -325,11 +326,12 @@ size_t workspace_size(const Array& q, const Array& k, const Array& v, const Muta
                       std::optional<MutableArray> lse, float softmax_scale, bool causal,
                       int64_t window_left, int64_t window_right, float softcap,
                       const std::string& backend, int64_t num_splits, const std::string& tile,
-                      bool enable_pdl) {
+                      bool enable_pdl, const std::optional<nb::dict>& flex) {
   int device = 0;
-  const flashcore::AttentionParams params =
+  flashcore::AttentionParams params =
       make_params(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
                   backend, num_splits, tile, enable_pdl, 0, &device);
+  if (flex) flashcore_python::apply_flex(*flex, device, &params);
   flashcore::Status status;
   size_t bytes = 0;
   {
@@ -348,12 +350,14 @@ std::string attention(const Array& q, const Array& k, const Array& v, const Muta
                       std::optional<MutableArray> lse, float softmax_scale, bool causal,
                       int64_t window_left, int64_t window_right, float softcap,
                       const std::string& backend, int64_t num_splits, const std::string& tile,
-                      bool enable_pdl, std::uintptr_t stream,
-                      std::optional<MutableArray> workspace) {
+                      bool enable_pdl, std::uintptr_t stream, std::optional<MutableArray> workspace,
+                      const std::optional<nb::dict>& flex) {
   int device = 0;
   flashcore::AttentionParams params =
       make_params(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
                   backend, num_splits, tile, enable_pdl, stream, &device);
+  // flashcore.flex_attention / attention_varlen: mods, BlockMask, sinks, cu_seqlens.
+  if (flex) flashcore_python::apply_flex(*flex, device, &params);
   if (workspace) {
     check_device("workspace", *workspace, device);
     params.workspace = workspace->data();
@@ -388,12 +392,14 @@ NB_MODULE(_flashcore, m) {
   m.def("attention", &attention, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), "softmax_scale"_a,
         "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a, "num_splits"_a,
         "tile"_a, "enable_pdl"_a, "stream"_a, "workspace"_a.none() = nb::none(),
+        "flex"_a.none() = nb::none(),
         "Runs attention into out (and lse) on the given CUDA stream; returns the provider.");
   m.def("workspace_size", &workspace_size, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(),
         "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a,
-        "num_splits"_a, "tile"_a, "enable_pdl"_a,
+        "num_splits"_a, "tile"_a, "enable_pdl"_a, "flex"_a.none() = nb::none(),
         "Bytes of device workspace attention() needs for these arguments.");
   m.def("providers", &provider_names, "Names of the backends compiled into this build.");
   m.def("plug_unfused", &plug_unfused, "backend"_a,
         "Plugs the unfused baseline (flashcore._unfused) into this module's registry.");
+  flashcore_python::bind_flex(m);
 }

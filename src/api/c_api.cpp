@@ -2,6 +2,7 @@
 // message per thread.
 #include <string>
 
+#include "api/c_api_flex.hpp"
 #include "api/c_api_status.hpp"
 #include "flashcore/attention.hpp"
 #include "flashcore/flashcore.h"
@@ -56,6 +57,7 @@ void flashcore_attention_params_init(flashcore_attention_params* params) {
   params->window_left = -1;
   params->window_right = -1;
   params->enable_pdl = 1;
+  flashcore_mask_mod_init(&params->mask_mod);
 }
 
 flashcore_status flashcore_attention(const flashcore_attention_params* c, const char** provider) {
@@ -93,6 +95,7 @@ flashcore_status flashcore_attention(const flashcore_attention_params* c, const 
   p.cu_seqlens_k = c->cu_seqlens_k;
   p.max_seqlen_q = c->max_seqlen_q;
   p.max_seqlen_k = c->max_seqlen_k;
+  p.flex = flashcore::detail::to_flex_options(*c);
   if (c->backend != nullptr && !flashcore::parse_backend(c->backend, &p.backend)) {
     std::string names = "auto";
     for (flashcore::Backend b : flashcore::backends())

@@ -1,14 +1,15 @@
-// The C ABI of FlexAttention's pieces built so far: the built-in mask_mods and create_block_mask.
+// The C ABI of FlexAttention's pieces: the built-in mask_mods, create_block_mask, and the
+// conversions flashcore_attention uses for its flex fields.
+#include "api/c_api_flex.hpp"
+
 #include "api/c_api_status.hpp"
 #include "flashcore/flashcore.h"
 #include "flashcore/flex/create_block_mask.hpp"
 
-namespace {
+namespace flashcore::detail {
 
-using flashcore::flex::BlockMask;
-
-BlockMask to_block_mask(const flashcore_block_mask& c) {
-  BlockMask m;
+flex::BlockMask to_block_mask(const flashcore_block_mask& c) {
+  flex::BlockMask m;
   m.batch = c.batch;
   m.heads = c.heads;
   m.seqlen_q = c.seqlen_q;
@@ -21,6 +22,35 @@ BlockMask to_block_mask(const flashcore_block_mask& c) {
   m.full_kv_indices = c.full_kv_indices;
   return m;
 }
+
+flex::BuiltinMask to_builtin_mask(const flashcore_mask_mod& c) {
+  flex::BuiltinMask mask;
+  mask.window = flex::sliding_window_mask(c.window_left, c.window_right);
+  mask.documents = {c.doc_ids_q, c.doc_ids_k, c.doc_batch_stride_q, c.doc_batch_stride_k};
+  if (c.doc_ids_q != nullptr && c.doc_ids_k == nullptr) mask.documents.doc_ids_k = c.doc_ids_q;
+  mask.use_prefix_lm = c.use_prefix_lm != 0;
+  mask.prefix_lm.prefix_lengths = c.prefix_lengths;
+  mask.prefix_lm.prefix_length = c.prefix_length;
+  return mask;
+}
+
+flex::FlexOptions to_flex_options(const flashcore_attention_params& c) {
+  flex::FlexOptions f;
+  f.mask = to_builtin_mask(c.mask_mod);
+  f.score_mod.alibi.slopes = c.alibi_slopes;
+  if (c.rel_bias_table != nullptr) {
+    f.score_mod.bias = flex::relative_bias(c.rel_bias_table, c.rel_bias_max_distance);
+  }
+  f.sinks.logits = c.sink_logits;
+  f.block_mask = to_block_mask(c.block_mask);
+  return f;
+}
+
+}  // namespace flashcore::detail
+
+namespace {
+
+using flashcore::flex::BlockMask;
 
 flashcore_block_mask to_c(const BlockMask& m) {
   return {m.batch,         m.heads,         m.seqlen_q,   m.seqlen_k,           m.q_block_size,
@@ -39,7 +69,9 @@ void flashcore_mask_mod_init(flashcore_mask_mod* mask) {
 }
 
 size_t flashcore_block_mask_bytes(const flashcore_block_mask* shape) {
-  return shape != nullptr ? flashcore::flex::block_mask_bytes(to_block_mask(*shape)) : 0;
+  return shape != nullptr
+             ? flashcore::flex::block_mask_bytes(flashcore::detail::to_block_mask(*shape))
+             : 0;
 }
 
 flashcore_status flashcore_create_block_mask(const flashcore_mask_mod* c,
@@ -58,16 +90,11 @@ flashcore_status flashcore_create_block_mask(const flashcore_mask_mod* c,
     return c_api_fail(FLASHCORE_INVALID_ARGUMENT,
                       "prefix-LM is causal past the prefix already; leave the window at (-1, -1)");
   }
-  flashcore::flex::BuiltinMask mask;
-  mask.window = flashcore::flex::sliding_window_mask(c->window_left, c->window_right);
-  mask.documents = {c->doc_ids_q, c->doc_ids_k, c->doc_batch_stride_q, c->doc_batch_stride_k};
-  if (c->doc_ids_q != nullptr && c->doc_ids_k == nullptr) mask.documents.doc_ids_k = c->doc_ids_q;
-  mask.use_prefix_lm = c->use_prefix_lm != 0;
-  mask.prefix_lm.prefix_lengths = c->prefix_lengths;
-  mask.prefix_lm.prefix_length = c->prefix_length;
+  const flashcore::flex::BuiltinMask mask = flashcore::detail::to_builtin_mask(*c);
   BlockMask built;
-  const flashcore::Status status = flashcore::flex::create_block_mask(
-      mask, to_block_mask(*shape), buffer, buffer_bytes, &built, static_cast<cudaStream_t>(stream));
+  const flashcore::Status status =
+      flashcore::flex::create_block_mask(mask, flashcore::detail::to_block_mask(*shape), buffer,
+                                         buffer_bytes, &built, static_cast<cudaStream_t>(stream));
   if (status.ok()) *out = to_c(built);
   return flashcore::detail::c_api_result(status);
 }

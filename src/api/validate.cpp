@@ -189,7 +189,7 @@ Status validate_arguments(const AttentionParams& p) {
     return invalid(cat("causal=true conflicts with window_right=", p.window_right,
                        "; causal means window_right=0: pass 0 or -1"));
   }
-  return Status::Ok();
+  return validate_flex_arguments(p);
 }
 
 Status validate_device(const AttentionParams& p, cudaDeviceProp* properties) {
@@ -198,14 +198,26 @@ Status validate_device(const AttentionParams& p, cudaDeviceProp* properties) {
     return {StatusCode::kUnsupported, cat("GPU ", properties->name, " is sm_", properties->major,
                                           properties->minor, "; flashcore needs sm_80 or newer")};
   }
-  for (const auto& [name, data] : {std::pair<const char*, const void*>{"q", p.q.data},
-                                   {"k", p.k.data},
-                                   {"v", p.v.data},
-                                   {"o", p.o.data},
-                                   {"lse", p.lse},
-                                   {"cu_seqlens_q", p.cu_seqlens_q},
-                                   {"cu_seqlens_k", p.cu_seqlens_k}}) {
-    if (data == nullptr) continue;  // lse and cu_seqlens are optional; the others were checked
+  for (const auto& [name, data] :
+       {std::pair<const char*, const void*>{"q", p.q.data},
+        {"k", p.k.data},
+        {"v", p.v.data},
+        {"o", p.o.data},
+        {"lse", p.lse},
+        {"cu_seqlens_q", p.cu_seqlens_q},
+        {"cu_seqlens_k", p.cu_seqlens_k},
+        {"flex.mask.documents.doc_ids_q", p.flex.mask.documents.doc_ids_q},
+        {"flex.mask.documents.doc_ids_k", p.flex.mask.documents.doc_ids_k},
+        {"flex.mask.prefix_lm.prefix_lengths", p.flex.mask.prefix_lm.prefix_lengths},
+        {"flex.score_mod.alibi.slopes", p.flex.score_mod.alibi.slopes},
+        {"flex.score_mod.bias.table", p.flex.score_mod.bias.table},
+        {"flex.sinks.logits", p.flex.sinks.logits},
+        {"flex.block_mask.kv_num_blocks", p.flex.block_mask.kv_num_blocks},
+        {"flex.block_mask.kv_indices", p.flex.block_mask.kv_indices},
+        {"flex.block_mask.full_kv_num_blocks", p.flex.block_mask.full_kv_num_blocks},
+        {"flex.block_mask.full_kv_indices", p.flex.block_mask.full_kv_indices}}) {
+    if (data == nullptr)
+      continue;  // lse, cu_seqlens and flex are optional; the others were checked
     if (Status s = check_device_pointer(name, data); !s.ok()) return s;
   }
   return Status::Ok();

@@ -15,6 +15,10 @@ Status validate_arguments(const AttentionParams& params);
 // validate_arguments (src/api/varlen.cpp).
 Status validate_varlen_arguments(const AttentionParams& params);
 
+// AttentionParams::flex without reading its arrays; part of validate_arguments
+// (src/api/validate_flex.cpp).
+Status validate_flex_arguments(const AttentionParams& params);
+
 // The current device (architecture) and that every pointer is device memory. Fills properties.
 Status validate_device(const AttentionParams& params, cudaDeviceProp* properties);
 

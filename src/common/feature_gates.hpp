@@ -7,12 +7,21 @@
 
 namespace flashcore::detail {
 
-// "" when the problem is not varlen, else the reason a backend without varlen kernels gives.
+// Whether the problem needs the flex kernels: a varlen batch, or any FlexAttention part on
+// (flashcore/flex/options.hpp). Dense problems without them take the dense kernels.
+inline bool needs_flex_kernel(const Problem& problem) {
+  return is_varlen(problem.params) || problem.params.flex.active();
+}
+
+// "" when the problem needs no flex kernel, else the reason a backend without them gives. (The
+// name is older than the flex kernels: varlen was the first feature behind this gate.)
 inline const char* rejects_varlen(const Problem& problem) {
+  if (!needs_flex_kernel(problem)) return "";
   return is_varlen(problem.params)
-             ? "varlen not yet supported by this backend (cu_seqlens_q/k); pad the sequences "
-               "into a dense batch meanwhile"
-             : "";
+             ? "has no varlen kernel (cu_seqlens_q/k): varlen and flex mods run on sm80 for now "
+               "(backend sm80 or auto)"
+             : "has no flex kernel (mask_mod, score_mod, BlockMask, sinks): flex mods run on sm80 "
+               "for now (backend sm80 or auto)";
 }
 
 }  // namespace flashcore::detail

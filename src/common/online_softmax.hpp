@@ -138,6 +138,35 @@ struct OnlineSoftmax {
       }
     }
   }
+
+  // finalize() with an attention sink (flashcore/flex/sinks.hpp): one more term exp2(sink *
+  // factor) in each row's denominator, with no value. sink is in the scores' raw units. The
+  // rows' max becomes M = max(row max, sink), so a large sink cannot overflow the sum; O was
+  // accumulated relative to the row max, so inv_sum carries the exp2(row max - M) that takes it
+  // to M. A row that saw no key gets O = 0 and LSE = sink (-inf when the sink is -inf too).
+  __device__ __forceinline__ void finalize_with_sink(float factor, float sink,
+                                                     float (&inv_sum)[kMTiles][2],
+                                                     float (&lse)[kMTiles][2]) const {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float sum = quad_sum(row_sum[mt][half]);
+        const float row = row_max[mt][half];
+        const float top = fmaxf(row, sink);
+        if (top == -INFINITY) {
+          inv_sum[mt][half] = 0.f;
+          lse[mt][half] = -INFINITY;
+          continue;
+        }
+        // exp2(-inf) = 0: a row without keys keeps only the sink's term.
+        const float rows_weight = exp2f((row - top) * factor);
+        const float total = sum * rows_weight + exp2f((sink - top) * factor);
+        inv_sum[mt][half] = rows_weight / total;
+        lse[mt][half] = top * factor * kLn2 + logf(total);
+      }
+    }
+  }
 };
 
 }  // namespace flashcore

@@ -164,6 +164,23 @@ struct SmallGridTileConfig<256> {
                        kMinCtasPerSm = 1;
 };
 
+// The flex kernel's tile (flex_kernel.cuh), head dims 64 and 128: TileConfig<128>'s shape, 128
+// query rows (four warps of two m16 tiles, so each K/V fragment feeds four MMAs), 64-key K/V tiles
+// (the smallest KV block a BlockMask may use with it), the two-barrier schedule, two CTAs per SM.
+// hd128: 32 KiB Q + 16 KiB K + 16 KiB V = 64 KiB, 128 O + 64 S accumulators, as the dense tile.
+// The first flex tile had 64 rows (one m16 tile per warp) and ran at a quarter of the dense rate
+// (docs/flex.md). A BlockMask's query blocks may be 64 rows: a tile then spans two and walks both
+// blocks' lists (common/block_walk.hpp), each warp computing only its own block's steps.
+template <int kHeadDim>
+struct FlexTileConfig {
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "the flex kernel has head dims 64 and 128");
+  static constexpr int kBlockM = 128, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 1,
+                       kMinCtasPerSm = 2;
+};
+// BlockMask query blocks the flex tile takes: multiples of 64 rows, so that a 128-row tile (aligned
+// to 128) spans at most two blocks, split at row 64, and each warp's 32 rows lie in one.
+inline constexpr int kFlexQBlockMultiple = 64;
+
 // What the schedule of fwd_kernel.cuh leaves to the architecture that runs it. A tile config may
 // name a policy of each kind; the tables above name none and get the sm_80 ones:
 //  - Mma: how a key group runs S = Q K^T and O += P V on its slice of a K/V tile. WarpMma
@@ -280,5 +297,8 @@ template <typename Element, int kHeadDim>
 using LargeTile = KernelTraits<Element, kHeadDim>;
 template <typename Element, int kHeadDim>
 using SmallTile = KernelTraits<Element, kHeadDim, SmallGridTileConfig<kHeadDim>>;
+// The flex kernel's tile (FlexTileConfig).
+template <typename Element, int kHeadDim>
+using FlexTile = KernelTraits<Element, kHeadDim, FlexTileConfig<kHeadDim>>;
 
 }  // namespace flashcore::sm80

@@ -10,6 +10,7 @@
 #include "common/head_dim.hpp"
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
+#include "sm80/flex_fwd.hpp"
 #include "sm80/fwd_params.hpp"
 #include "sm80/fwd_plan.hpp"
 #include "sm80/kernel_traits.hpp"
@@ -98,7 +99,6 @@ void with_variant(const Problem& problem, const cudaDeviceProp& device, Fn&& fn)
 }  // namespace
 
 const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
-  if (const char* why = rejects_varlen(problem); why[0] != '\0') return why;
   const AttentionParams& a = problem.params;
   if (device.major < 8) return "needs an sm_80 or newer GPU (mma.sync m16n8k16, cp.async)";
   if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {
@@ -106,6 +106,7 @@ const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
   }
   if (a.heads_q > kMaxGridYZ || a.batch > kMaxGridYZ)
     return "supports batch and heads_q up to 65535";
+  if (needs_flex_kernel(problem)) return sm80_flex_rejects(problem, device);
   if (a.tile == TileShape::kMedium || a.tile == TileShape::kCtaPair) {
     return a.tile == TileShape::kMedium
                ? "has no tile kMedium: that Hopper tile runs on backend sm90 (or auto)"
@@ -128,6 +129,7 @@ const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
 }
 
 size_t sm80_workspace_bytes(const Problem& problem) {
+  if (needs_flex_kernel(problem)) return 0;  // never split
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
   size_t bytes = 0;
@@ -140,6 +142,7 @@ size_t sm80_workspace_bytes(const Problem& problem) {
 }
 
 Status launch_sm80(const Problem& problem, void* workspace, cudaStream_t stream) {
+  if (needs_flex_kernel(problem)) return launch_sm80_flex(problem, stream);
   cudaDeviceProp device{};
   if (Status s = current_device_properties(&device); !s.ok()) return s;
   Status status = {StatusCode::kUnsupported, "sm80: head_dim has no kernel"};

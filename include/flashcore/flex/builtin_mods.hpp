@@ -30,6 +30,14 @@ struct BuiltinMask {
     return {window.with_seqlens(seqlen_q, seqlen_k), documents, use_prefix_lm,
             prefix_lm.with_seqlens(seqlen_q, seqlen_k)};
   }
+  // Keys that any of the rows [row_begin, row_end) can see, as far as the window says (the other
+  // parts only hide keys inside it): kernels visit only these tiles.
+  FLASHCORE_HOST_DEVICE int64_t block_first_key(int64_t row_begin) const {
+    return window.block_first_key(row_begin);
+  }
+  FLASHCORE_HOST_DEVICE int64_t block_end_key(int64_t row_end) const {
+    return window.block_end_key(row_end);
+  }
   // The AND of the parts' answers; documents have none, so with them a tile the others do not
   // rule out is left to its elements.
   FLASHCORE_HOST_DEVICE BlockVisibility block_visibility(int b, int h, int64_t q_begin,
@@ -62,6 +70,10 @@ struct BuiltinScoreMod {
     if (bias.table != nullptr) score = bias(score, b, h, q_idx, kv_idx);
     if (softcap.cap > 0.f) score = softcap(score, b, h, q_idx, kv_idx);
     return score;
+  }
+  // No part on: the score passes unchanged (kernels then skip the per-element branches).
+  FLASHCORE_HOST_DEVICE bool is_identity() const {
+    return alibi.slopes == nullptr && bias.table == nullptr && !(softcap.cap > 0.f);
   }
   FLASHCORE_HOST_DEVICE BuiltinScoreMod with_seqlens(int64_t seqlen_q, int64_t seqlen_k) const {
     return {alibi.with_seqlens(seqlen_q, seqlen_k), bias.with_seqlens(seqlen_q, seqlen_k), softcap};

@@ -1,0 +1,224 @@
+"""FlexAttention on flashcore's kernels: flex_attention, create_block_mask, BlockMask and
+attention_varlen (docs/flex.md). The mods are flashcore's built-ins (flashcore.mods); they run
+fused in the sm80 flex kernels, which auto picks for these problems on any sm_80+ GPU.
+
+Eager only for now: under torch.compile these functions are traced as Python (no custom op yet).
+"""
+
+from . import _core
+from .mods import MaskMod, ScoreMod
+
+__all__ = ["BlockMask", "create_block_mask", "flex_attention", "attention_varlen"]
+
+_DEFAULT_BLOCK_SIZE = 128  # PyTorch's
+
+
+class BlockMask:
+    """A block-sparse mask in PyTorch's layout (int32 kv_num_blocks [B, H, Mq], kv_indices
+    [B, H, Mq, Mk], optional full_* of the same shapes), its block sizes, the lengths it was
+    built for and the mask_mod that partial blocks evaluate. torch's BlockMask has the same
+    fields, and flex_attention takes either."""
+
+    def __init__(self, kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices,
+                 BLOCK_SIZE, seq_lengths, mask_mod, buffer=None):
+        self.kv_num_blocks = kv_num_blocks
+        self.kv_indices = kv_indices
+        self.full_kv_num_blocks = full_kv_num_blocks
+        self.full_kv_indices = full_kv_indices
+        self.BLOCK_SIZE = BLOCK_SIZE
+        self.seq_lengths = seq_lengths
+        self.mask_mod = mask_mod
+        self._buffer = buffer  # keeps the arrays' memory alive
+
+    def __repr__(self):
+        return (f"flashcore.BlockMask(shape={tuple(self.kv_indices.shape)}, "
+                f"BLOCK_SIZE={self.BLOCK_SIZE}, seq_lengths={self.seq_lengths})")
+
+
+def _block_sizes(block_size):
+    if isinstance(block_size, int):
+        return block_size, block_size
+    if isinstance(block_size, (tuple, list)) and len(block_size) == 2:
+        return int(block_size[0]), int(block_size[1])
+    raise TypeError(f"BLOCK_SIZE must be an int or a (q, kv) pair, got {block_size!r}")
+
+
+def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device="cuda", BLOCK_SIZE=_DEFAULT_BLOCK_SIZE):
+    """PyTorch's create_block_mask for flashcore's built-in mask_mods, built on the GPU in one
+    launch on the current stream. B or H None broadcasts (1). Needs torch."""
+    if not isinstance(mask_mod, MaskMod):
+        raise TypeError(
+            f"mask_mod is a {type(mask_mod).__name__}; flashcore builds masks of its built-in "
+            "mask_mods (flashcore.mods.causal(), documents(...), ...)"
+        )
+    import torch
+
+    q_block, kv_block = _block_sizes(BLOCK_SIZE)
+    B = 1 if B is None else int(B)
+    H = 1 if H is None else int(H)
+    native = _core.native()
+    nbytes = native.block_mask_bytes(B, H, Q_LEN, KV_LEN, q_block, kv_block)
+    buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    fields = dict(mask_mod.fields(), window_left=mask_mod.window[0],
+                  window_right=mask_mod.window[1])
+    stream = torch.cuda.current_stream(buffer.device).cuda_stream
+    offsets = native.create_block_mask(buffer, fields, B, H, Q_LEN, KV_LEN, q_block, kv_block,
+                                       stream)
+    mq, mk = -(-Q_LEN // q_block), -(-KV_LEN // kv_block)
+
+    def view(offset, shape):
+        count = 1
+        for s in shape:
+            count *= s
+        return buffer[offset:offset + 4 * count].view(torch.int32).view(shape)
+
+    return BlockMask(view(offsets[0], (B, H, mq)), view(offsets[1], (B, H, mq, mk)),
+                     view(offsets[2], (B, H, mq)), view(offsets[3], (B, H, mq, mk)),
+                     (q_block, kv_block), (Q_LEN, KV_LEN), mask_mod, buffer)
+
+
+def _is_noop_mask(mask_mod):
+    return getattr(mask_mod, "__name__", "") == "noop_mask"
+
+
+def _swap_seq_heads(x):
+    """[B, H, S, D] <-> [B, S, H, D] as a view (no copy)."""
+    if hasattr(x, "transpose") and hasattr(x, "is_cuda"):  # torch
+        return x.transpose(1, 2)
+    return x.__array_namespace__().permute_dims(x, (0, 2, 1, 3))
+
+
+def _check_rank(name, x, rank, layout):
+    if not hasattr(x, "shape") or len(x.shape) != rank:
+        raise ValueError(f"{name} must be a {rank}-D array {layout}")
+
+
+def _mask_parts(block_mask, q_len, kv_len):
+    """(window, native fields) of block_mask: its mask_mod's parts and its block lists."""
+    if block_mask is None:
+        return (-1, -1), {}
+    for name in ("kv_num_blocks", "kv_indices", "BLOCK_SIZE", "mask_mod"):
+        if not hasattr(block_mask, name):
+            raise TypeError(
+                f"block_mask is a {type(block_mask).__name__}; pass a flashcore.BlockMask or a "
+                "torch.nn.attention.flex_attention.BlockMask"
+            )
+    seq_lengths = tuple(getattr(block_mask, "seq_lengths", (q_len, kv_len)))
+    if seq_lengths != (q_len, kv_len):
+        raise ValueError(
+            f"block_mask was built for (Q_LEN, KV_LEN) = {seq_lengths} but q and k have "
+            f"({q_len}, {kv_len}); rebuild it with create_block_mask for these lengths"
+        )
+    mask_mod = block_mask.mask_mod
+    if isinstance(mask_mod, MaskMod):
+        window, fields = mask_mod.window, mask_mod.fields()
+    elif mask_mod is None or _is_noop_mask(mask_mod):
+        window, fields = (-1, -1), {}
+    else:
+        raise TypeError(
+            "block_mask.mask_mod is a Python function; flashcore's kernels run its built-in "
+            "mask_mods: build the mask from flashcore.mods (e.g. torch's create_block_mask("
+            "flashcore.mods.causal(), ...)) so that partial blocks evaluate the same mask"
+        )
+    q_block, kv_block = _block_sizes(block_mask.BLOCK_SIZE)
+    full = getattr(block_mask, "full_kv_num_blocks", None)
+    full_indices = getattr(block_mask, "full_kv_indices", None) if full is not None else None
+    fields["block_mask"] = (block_mask.kv_num_blocks, block_mask.kv_indices, full, full_indices,
+                            q_block, kv_block)
+    return window, fields
+
+
+def _score_fields(score_mod):
+    if score_mod is None:
+        return 0.0, {}
+    if not isinstance(score_mod, ScoreMod):
+        raise TypeError(
+            f"score_mod is a {type(score_mod).__name__}; flashcore runs its built-in score_mods "
+            "(flashcore.mods.alibi, relative_bias, softcap, compose); a score_mod of your own "
+            "needs the C++ template (docs/flex.md)"
+        )
+    return score_mod.cap, score_mod.fields()
+
+
+def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None,
+                   enable_gqa=False, return_lse=False, *, sinks=None, backend="auto"):
+    """PyTorch's flex_attention on flashcore: query [B, Hq, Sq, D], key/value [B, Hkv, Sk, D]
+    (BHSD, as PyTorch), float16 or bfloat16. score_mod: a flashcore.mods score_mod or None;
+    block_mask: a flashcore or torch BlockMask whose mask_mod is a flashcore.mods mask_mod (or
+    torch's noop_mask). sinks: optional float32 [Hq] attention-sink logits (gpt-oss).
+
+    Returns out [B, Hq, Sq, D], or (out, lse [B, Hq, Sq] float32, natural log)."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        _check_rank(name, x, 4, "[batch, heads, seqlen, head_dim] (BHSD)")
+    if query.shape[1] != key.shape[1] and not enable_gqa:
+        raise ValueError(
+            f"query has {query.shape[1]} heads and key {key.shape[1]}; pass enable_gqa=True for "
+            "grouped-query attention"
+        )
+    if scale is not None and float(scale) == 0.0:
+        raise ValueError("scale is 0; pass None for the default 1/sqrt(head_dim)")
+    window, fields = _mask_parts(block_mask, query.shape[2], key.shape[2])
+    cap, score = _score_fields(score_mod)
+    fields.update(score)
+    if sinks is not None:
+        fields["sinks"] = sinks
+    q, k, v = (_swap_seq_heads(x) for x in (query, key, value))
+    out, lse = _empty_outputs(query, (query.shape[0], query.shape[1], query.shape[2]), return_lse)
+    kernel = (backend, 0, "auto", True)
+    _core.run(q, k, v, _swap_seq_heads(out), lse, 0.0 if scale is None else float(scale),
+              False, window, cap, kernel, _stream_of(query), flex=fields)
+    return (out, lse) if return_lse else out
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
+                     causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
+                     return_lse=False, score_mod=None, sinks=None, backend="auto"):
+    """flash_attn_varlen_func on flashcore: q [total_q, Hq, D], k/v [total_k, Hkv, D] packed
+    sequences, cu_seqlens int32 [batch + 1] on the GPU (0 first, nondecreasing, total last),
+    max_seqlen_* the longest lengths. causal / window / softcap apply within each sequence,
+    bottom-right aligned. Returns out [total_q, Hq, D], or (out, lse [Hq, total_q])."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _check_rank(name, x, 3, "[total, heads, head_dim] (packed sequences)")
+    if softmax_scale is not None and float(softmax_scale) == 0.0:
+        raise ValueError("softmax_scale is 0; pass None for the default 1/sqrt(head_dim)")
+    if not isinstance(window, (tuple, list)) or len(window) != 2:
+        raise TypeError(f"window must be a pair of ints (left, right), got {window!r}")
+    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be the longest sequence's length, an int >= 1")
+    cap, fields = _score_fields(score_mod)
+    if cap and softcap:
+        raise ValueError("pass softcap once: as softcap= or in score_mod, not both")
+    fields.update(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                  max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+    if sinks is not None:
+        fields["sinks"] = sinks
+    out, lse = _empty_outputs(q, (1, q.shape[1], q.shape[0]), return_lse)
+    kernel = (backend, 0, "auto", True)
+    q4, k4, v4, out4 = (x[None] for x in (q, k, v, out))  # [1, total, H, D] views
+    _core.run(q4, k4, v4, out4, lse, 0.0 if softmax_scale is None else float(softmax_scale),
+              bool(causal), (int(window[0]), int(window[1])), float(softcap or cap), kernel,
+              _stream_of(q), flex=fields)
+    return (out, lse[0]) if return_lse else out
+
+
+def _empty_outputs(like, lse_shape, return_lse):
+    """out shaped like `like` (contiguous) and, with return_lse, float32 lse of lse_shape."""
+    xp = None if hasattr(like, "is_cuda") else like.__array_namespace__()
+    if xp is None:
+        import torch
+
+        out = torch.empty(like.shape, dtype=like.dtype, device=like.device)
+        lse = torch.empty(lse_shape, dtype=torch.float32, device=like.device) if return_lse else None
+    else:
+        out = xp.empty(like.shape, dtype=like.dtype, device=like.device)
+        lse = xp.empty(lse_shape, dtype=xp.float32, device=like.device) if return_lse else None
+    return out, lse
+
+
+def _stream_of(x):
+    if hasattr(x, "is_cuda") and x.is_cuda:
+        import torch
+
+        return torch.cuda.current_stream(x.device).cuda_stream
+    return 0

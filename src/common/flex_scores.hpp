@@ -1,0 +1,135 @@
+// The element level of the flex kernels' two-level mask, on the mma C fragments of
+// common/online_softmax.hpp (sm80's mma.sync and each warp's part of an sm90 wgmma accumulator
+// are laid out alike): raw dot products in, log2-domain scores for the online softmax out,
+//   x = visible ? score_mod(s * scale, b, h, q, kv) * log2(e) : -inf.
+// visible is "inside the sequences" for a full tile, and also mask_mod for a partial one; a full
+// tile away from the sequences' ends runs no test at all. score_mod and mask_mod are called only
+// for pairs inside the sequences, so a mod may index per-token arrays without bounds checks.
+#pragma once
+
+#include <cmath>
+#include <type_traits>
+#include <utility>
+
+#include "common/block_walk.hpp"
+#include "common/online_softmax.hpp"
+
+namespace flashcore::detail {
+
+// Where a warp's fragment sits: rows row0 + mt * 16 + lane / 4 (+ 8) and keys key0 + nt * 8 +
+// 2 * (lane % 4) (+ 1), in the sequence's own indices.
+struct FragmentPlace {
+  int b, h;
+  int row0, key0;
+  int seqlen_q, seqlen_k;
+  int lane;
+};
+
+// A score_mod that can say at run time that it changes nothing (BuiltinScoreMod::is_identity).
+template <typename ScoreMod, typename = void>
+struct HasIsIdentity : std::false_type {};
+template <typename ScoreMod>
+struct HasIsIdentity<ScoreMod, std::void_t<decltype(std::declval<const ScoreMod&>().is_identity())>>
+    : std::true_type {};
+
+// The visible pairs of a partial tile, one bit per element of the warp's fragment: bit
+// (half * kNTiles + nt) * 2 + e of word mt. A kernel computes them before S = Q K^T, while the S
+// accumulators are not yet live, so the mask's loads and integer math do not compete with them
+// for registers.
+template <typename Mask, int kMTiles, int kNTiles>
+__device__ __forceinline__ void partial_visibility(const Mask& mask, const FragmentPlace& at,
+                                                   uint32_t (&bits)[kMTiles]) {
+  static_assert(kNTiles * 4 <= 32, "a word holds one m16 tile's elements of a thread");
+  constexpr int kFragRows = 16, kFragCols = 8;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int q = at.row0 + mt * kFragRows + at.lane / 4 + 8 * half;
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int kv = at.key0 + nt * kFragCols + 2 * (at.lane % 4) + e;
+          // Pairs outside the sequences never reach the mask.
+          const bool visible = q < at.seqlen_q && kv < at.seqlen_k && mask(at.b, at.h, q, kv);
+          word |= static_cast<uint32_t>(visible) << ((half * kNTiles + nt) * 2 + e);
+        }
+      }
+    }
+    bits[mt] = word;
+  }
+}
+
+// kMode: how visibility is known. kBits: from partial_visibility's bits; kBound: inside the
+// sequences; kInside: every pair (the fragment lies inside both). kIdentity: the score_mod is known
+// to change nothing, so a score is one multiply, as in the dense kernel.
+enum class Visibility { kBits, kBound, kInside };
+template <Visibility kMode, bool kIdentity, typename ScoreMod, int kMTiles, int kNTiles>
+__device__ __forceinline__ void flex_scores_impl(float (&s)[kMTiles][kNTiles][4],
+                                                 const uint32_t (&bits)[kMTiles],
+                                                 const ScoreMod& score_mod, const FragmentPlace& at,
+                                                 float scale) {
+  constexpr int kFragRows = 16, kFragCols = 8;
+  const float scale_log2 = scale * kLog2e;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int q = at.row0 + mt * kFragRows + at.lane / 4 + 8 * half;
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int kv = at.key0 + nt * kFragCols + 2 * (at.lane % 4) + e;
+          float& x = s[mt][nt][2 * half + e];
+          bool visible = true;
+          if constexpr (kMode == Visibility::kBits) {
+            visible = (bits[mt] >> ((half * kNTiles + nt) * 2 + e)) & 1u;
+          } else if constexpr (kMode == Visibility::kBound) {
+            visible = q < at.seqlen_q && kv < at.seqlen_k;
+          }
+          if constexpr (kIdentity) {
+            x = visible ? x * scale_log2 : -INFINITY;
+          } else {
+            x = visible ? score_mod(x * scale, at.b, at.h, q, kv) * kLog2e : -INFINITY;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The scores of one warp's fragment of a tile walked as `masking` (kSkip never gets here);
+// bits: partial_visibility's, for a partial tile.
+template <typename ScoreMod, int kMTiles, int kNTiles>
+__device__ __forceinline__ void flex_scores(float (&s)[kMTiles][kNTiles][4], TileMasking masking,
+                                            const uint32_t (&bits)[kMTiles],
+                                            const ScoreMod& score_mod, const FragmentPlace& at,
+                                            float scale) {
+  constexpr int kFragRows = 16, kFragCols = 8;
+  bool identity = false;
+  if constexpr (HasIsIdentity<ScoreMod>::value) identity = score_mod.is_identity();
+  if (masking == TileMasking::kPartial) {
+    if (identity) {
+      flex_scores_impl<Visibility::kBits, true>(s, bits, score_mod, at, scale);
+    } else {
+      flex_scores_impl<Visibility::kBits, false>(s, bits, score_mod, at, scale);
+    }
+    return;
+  }
+  // Rows past seqlen_q (zero-filled Q, never stored) still must not reach a mod.
+  const bool inside =
+      at.row0 + kMTiles * kFragRows <= at.seqlen_q && at.key0 + kNTiles * kFragCols <= at.seqlen_k;
+  if (inside && identity) {
+    // Full interior tiles are most of the work; with no score_mod they skip its branches.
+    flex_scores_impl<Visibility::kInside, true>(s, bits, score_mod, at, scale);
+  } else if (inside) {
+    flex_scores_impl<Visibility::kInside, false>(s, bits, score_mod, at, scale);
+  } else {
+    flex_scores_impl<Visibility::kBound, false>(s, bits, score_mod, at, scale);
+  }
+}
+
+}  // namespace flashcore::detail

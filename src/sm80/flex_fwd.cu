@@ -1,0 +1,104 @@
+// Host side of the sm80 flex path: THE flex instantiation list (dtype x head dim 64 / 128, the
+// built-in mods as runtime data), the problem as the flex kernel sees it, and the launch.
+#include <cstdint>
+#include <type_traits>
+
+#include "common/launch_status.hpp"
+#include "common/pruning.hpp"
+#include "sm80/flex_fwd.hpp"
+#include "sm80/flex_launch.hpp"
+#include "sm80/flex_view.hpp"
+#include "sm80/kernel_traits.hpp"
+
+namespace flashcore::detail {
+namespace {
+
+using sm80::BuiltinFlexParams;
+using sm80::FlexTile;
+
+// The flex kernels' head dims; a smaller multiple of 8 runs on the next one up (zero-filled dims,
+// as common/head_dim.hpp describes for the dense kernels).
+constexpr int kFlexHeadDims[] = {64, 128};
+constexpr int flex_head_dim(int64_t head_dim) {
+  for (int d : kFlexHeadDims) {
+    if (head_dim <= d) return d;
+  }
+  return 0;
+}
+
+template <typename Element, int kHeadDim, typename Fn>
+bool call_if_built(Fn& fn) {
+  constexpr DType kDType = std::is_same_v<Element, __half> ? DType::kFloat16 : DType::kBFloat16;
+  if constexpr (kernel_built(kDType, kHeadDim)) fn(FlexTile<Element, kHeadDim>{});
+  return kernel_built(kDType, kHeadDim);
+}
+template <typename Element, typename Fn>
+bool with_head_dim(int64_t head_dim, Fn&& fn) {
+  switch (flex_head_dim(head_dim)) {
+    case 64:
+      return call_if_built<Element, 64>(fn);
+    case 128:
+      return call_if_built<Element, 128>(fn);
+    default:
+      return false;
+  }
+}
+// fn gets the flex tile of (dtype, head_dim); false when there is none in this build.
+template <typename Fn>
+bool with_flex_tile(DType dtype, int64_t head_dim, Fn&& fn) {
+  return dtype == DType::kFloat16 ? with_head_dim<__half>(head_dim, fn)
+                                  : with_head_dim<__nv_bfloat16>(head_dim, fn);
+}
+
+// The built-in mods of the params, with the window (causal / window_left / window_right, bound per
+// sequence in the kernel) ANDed into the mask and softcap applied last, after ALiBi and the bias.
+BuiltinFlexParams builtin_flex_view(const Problem& problem) {
+  const AttentionParams& a = problem.params;
+  flex::BuiltinMask mask = a.flex.mask;
+  mask.window = problem.mask;
+  flex::BuiltinScoreMod score_mod = a.flex.score_mod;
+  score_mod.softcap.cap = a.softcap;
+  return sm80::flex_view(problem, mask, score_mod);
+}
+
+}  // namespace
+
+const char* sm80_flex_rejects(const Problem& problem, const cudaDeviceProp& device) {
+  const AttentionParams& a = problem.params;
+  const int instantiated = flex_head_dim(a.head_dim);
+  if (instantiated == 0) {
+    return "runs varlen and flex problems with head_dim up to 128 (flex kernels for 64 and 128)";
+  }
+  if (const char* why = pruned_reason(a.q.dtype, instantiated); why[0] != '\0') return why;
+  if (a.num_splits > 1) {
+    return "runs varlen and flex problems unsplit; pass num_splits 0 or 1";
+  }
+  if (a.tile != TileShape::kAuto && a.tile != TileShape::kLarge) {
+    return "runs varlen and flex problems on one tile; pass tile auto or large";
+  }
+  const flex::BlockMask& m = a.flex.block_mask;
+  if (a.flex.has_block_mask() && (m.q_block_size % sm80::kFlexQBlockMultiple != 0 ||
+                                  m.kv_block_size % sm80::kFlexBlockKV != 0)) {
+    return "runs BlockMasks whose q_block_size and kv_block_size are multiples of 64 (64 and 128 "
+           "as a rule); rebuild the BlockMask with such block sizes";
+  }
+  int smem_bytes = 0;
+  with_flex_tile(a.q.dtype, a.head_dim,
+                 [&](auto tile) { smem_bytes = decltype(tile)::kSmemBytes; });
+  if (static_cast<size_t>(smem_bytes) > device.sharedMemPerBlockOptin) {
+    return "needs more shared memory per block than this GPU allows for this head_dim";
+  }
+  return "";
+}
+
+Status launch_sm80_flex(const Problem& problem, cudaStream_t stream) {
+  const BuiltinFlexParams fp = builtin_flex_view(problem);
+  Status status = {StatusCode::kUnsupported, "sm80: head_dim has no flex kernel"};
+  with_flex_tile(problem.params.q.dtype, problem.params.head_dim, [&](auto tile) {
+    using Traits = decltype(tile);
+    status = launch_status(sm80::launch_flex_tile<Traits>(fp, stream), "sm80 flex_fwd_kernel");
+  });
+  return status;
+}
+
+}  // namespace flashcore::detail

@@ -1,0 +1,232 @@
+// The sm80 flex kernel: the FlashAttention-2 schedule of fwd_kernel.cuh (one CTA per query tile,
+// head and batch; the two-barrier K/V pipeline) over the KV tiles a block walk lists
+// (common/block_walk.hpp) instead of a contiguous range, with the mods applied on the way into the
+// online softmax (common/flex_scores.hpp) and the sink added when it finishes.
+//  - Cost follows the visited tiles: a BlockMask's listed blocks, or the mask's key range.
+//  - Full tiles run no mask code; partial tiles call mask_mod per element; score_mod runs on
+//    every visible score.
+//  - Varlen: CTA (m, h, b) takes sequence b's rows [m * kBlockM, ...) from cu_seqlens; tiles past
+//    the sequence exit at once. LSE is [Hq, total_q].
+//  - A row that sees nothing gets O = 0 and LSE = -inf (the sink's logit with sinks).
+// Templated on the mods: the library instantiates it with the built-ins selected at run time
+// (flex::BuiltinMask, flex::BuiltinScoreMod); a caller may instantiate it with functors of their
+// own. One tile (FlexTileConfig), never split.
+#pragma once
+
+#include <cstdint>
+#include <new>
+
+#include "common/block_walk.hpp"
+#include "common/flex_scores.hpp"
+#include "common/launch.hpp"
+#include "common/online_softmax.hpp"
+#include "sm80/epilogue.hpp"
+#include "sm80/flex_params.hpp"
+#include "sm80/kernel_traits.hpp"
+#include "sm80/mainloop.hpp"
+#include "sm80/tile_io.hpp"
+
+namespace flashcore::sm80 {
+
+// Where a CTA's sequence lives in q/o and k/v, and its lengths.
+struct SequenceSlice {
+  int64_t q_offset, k_offset, v_offset, o_offset;  // elements from the tensors' starts
+  int64_t lse_offset;                              // entries from lse's start
+  int seqlen_q, seqlen_k;
+  int batch;  // the index the output tile is addressed by: 0 for a varlen batch
+};
+
+template <typename Mask, typename ScoreMod>
+__device__ __forceinline__ SequenceSlice sequence_slice(const FlexParams<Mask, ScoreMod>& fp,
+                                                        int b) {
+  const FwdParams& p = fp.fwd;
+  if (fp.cu_seqlens_q == nullptr) {
+    return {b * p.q_batch, b * p.k_batch, b * p.v_batch, 0, 0, p.seqlen_q, p.seqlen_k, b};
+  }
+  const int q_start = fp.cu_seqlens_q[b], k_start = fp.cu_seqlens_k[b];
+  return {q_start * p.q_seq,
+          k_start * p.k_seq,
+          k_start * p.v_seq,
+          q_start * p.o_seq,
+          q_start,
+          fp.cu_seqlens_q[b + 1] - q_start,
+          fp.cu_seqlens_k[b + 1] - k_start,
+          0};
+}
+
+template <typename Traits, typename Mask, typename ScoreMod>
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
+    flex_fwd_kernel(const __grid_constant__ FlexParams<Mask, ScoreMod> fp) {
+  static_assert(Traits::kKeyGroups == 1 && Traits::kStages == 1 && Traits::kClusterCtas == 1,
+                "the flex kernel runs the one-group, two-barrier schedule");
+  static_assert(kFlexQBlockMultiple % Traits::kWarpRows == 0,
+                "a warp's rows lie in one BlockMask query block");
+  using Element = typename Traits::Element;
+  extern __shared__ __align__(128) char smem[];
+  char* const q_smem = smem;
+  char* const k_smem = smem + Traits::kQBytes;
+  char* const v_smem = k_smem + Traits::kKVTileBytes;
+  const FwdParams& p = fp.fwd;
+
+  const int tid = threadIdx.x;
+  const int lane = tid % kWarpSize, warp = tid / kWarpSize;
+  const int b = blockIdx.z, h = blockIdx.y;
+  // Later query tiles see more keys under causal masks; launching them first shortens the tail.
+  const int m_block = p.num_m_blocks - 1 - static_cast<int>(blockIdx.x);
+  const int row_begin = m_block * Traits::kBlockM;
+  // The sequence, the bound mods, K/V's addresses and the walk are the same for every thread: they
+  // live in shared memory, read where used, because the 128-row tile's 128 O + 64 S accumulators
+  // leave no registers to hold them through the loop (held in registers, hd128 spilled 292 bytes
+  // on sm_90a; from here it still spills about 100, docs/flex.md).
+  using Walk = detail::KvTileWalk<Traits::kBlockKV>;
+  struct CtaState {
+    SequenceSlice seq;
+    int row_end;
+    const Element* k;
+    const Element* v;
+    Mask mask;
+    ScoreMod score_mod;
+    Walk walk;
+  };
+  __shared__ __align__(16) unsigned char state_bytes[sizeof(CtaState)];
+  CtaState& state = *reinterpret_cast<CtaState*>(state_bytes);
+  {
+    const SequenceSlice seq = sequence_slice(fp, b);
+    if (row_begin >= seq.seqlen_q) return;  // varlen: past this sequence's rows (uniform)
+    if (tid == 0) {
+      const int row_end = min(row_begin + Traits::kBlockM, seq.seqlen_q);
+      const int kv_head = h / p.kv_group;
+      const Mask bound = flex::bind_seqlens(fp.mask, seq.seqlen_q, seq.seqlen_k);
+      new (&state) CtaState{seq,
+                            row_end,
+                            static_cast<const Element*>(p.k) + seq.k_offset + kv_head * p.k_head,
+                            static_cast<const Element*>(p.v) + seq.v_offset + kv_head * p.v_head,
+                            bound,
+                            flex::bind_seqlens(fp.score_mod, seq.seqlen_q, seq.seqlen_k),
+                            detail::kv_tile_walk<Traits::kBlockKV>(
+                                fp.block_mask, bound, b, h, row_begin, row_end, seq.seqlen_k)};
+    }
+    __syncthreads();
+  }
+  const SequenceSlice& seq = state.seq;
+  const int row_end = state.row_end;
+  const Mask& mask = state.mask;
+  const ScoreMod& score_mod = state.score_mod;
+  const Walk& walk = state.walk;
+  const int num_tiles = walk.count();
+  const Element* q = static_cast<const Element*>(p.q) + seq.q_offset + h * p.q_head +
+                     static_cast<int64_t>(row_begin) * p.q_seq;
+  // A tile past the keys (the tail of a long last KV block; the walk skips its math) is all
+  // zero-fill, from the head's first row: no address past the tensor is formed.
+  auto load_kv = [&](char* dst, const Element* base, int64_t row_stride, int i) {
+    const int key0 = walk.tile_index(i) * Traits::kBlockKV;
+    const bool in_keys = key0 < seq.seqlen_k;
+    load_tile_async<Traits, Traits::kBlockKV>(dst, in_keys ? base + key0 * row_stride : base,
+                                              row_stride, in_keys ? seq.seqlen_k - key0 : 0,
+                                              p.head_dim, tid);
+  };
+
+  const int warp_row0 = warp * Traits::kWarpRows;
+  const bool warp_has_rows = row_begin + warp_row0 < row_end;
+  float o[Traits::kWarpMTiles][Traits::kOutNTiles][4];
+#pragma unroll
+  for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
+#pragma unroll
+    for (int dt = 0; dt < Traits::kOutNTiles; ++dt) {
+      o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.f;
+    }
+  }
+  OnlineSoftmax<Traits::kWarpMTiles> softmax;
+
+  // Q rides in the first cp.async group, K and V of the first tile in the next two (as
+  // fwd_kernel's kStages == 1 schedule; its comments explain the waits).
+  load_tile_async<Traits, Traits::kBlockM>(q_smem, q, p.q_seq, row_end - row_begin, p.head_dim,
+                                           tid);
+  if (num_tiles > 0) {
+    load_kv(k_smem, state.k, p.k_seq, 0);
+    cute::cp_async_fence();
+    load_kv(v_smem, state.v, p.v_seq, 0);
+  }
+  cute::cp_async_fence();
+  for (int i = 0; i < num_tiles; ++i) {
+    const detail::KvTile tile = walk.at(i, mask, b, h, row_begin, row_end, seq.seqlen_k);
+    if (i == 0) {
+      cute::cp_async_wait<1>();
+    } else {
+      cute::cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (i > 0) {
+      load_kv(v_smem, state.v, p.v_seq, i);
+      cute::cp_async_fence();
+    }
+    // A step of the other query block's lists (BlockMask blocks shorter than the tile) is not for
+    // this warp: its rows lie in one block (the static_assert above).
+    const bool compute = warp_has_rows && tile.masking != detail::TileMasking::kSkip &&
+                         warp_row0 >= tile.rows_begin && warp_row0 < tile.rows_end;
+    ProbFrag<Traits> probs;
+    if (compute) {
+      const detail::FragmentPlace at{
+          b,   h, row_begin + warp_row0, tile.index * Traits::kBlockKV, seq.seqlen_q, seq.seqlen_k,
+          lane};
+      // The mask before S = Q K^T (flex_scores.hpp says why).
+      uint32_t visible[Traits::kWarpMTiles] = {};
+      if (tile.masking == detail::TileMasking::kPartial)
+        detail::partial_visibility<Mask, Traits::kWarpMTiles, Traits::kScoreNTiles>(mask, at,
+                                                                                    visible);
+      float s[Traits::kWarpMTiles][Traits::kScoreNTiles][4];
+      Traits::Mma::template gemm_qk<Traits>(q_smem, k_smem, warp_row0, lane, s);
+      detail::flex_scores(s, tile.masking, visible, score_mod, at, p.scale);
+      softmax.update(s, o, /*factor=*/1.f);
+      pack_probabilities<Traits>(s, probs);
+    }
+    cute::cp_async_wait<0>();
+    __syncthreads();
+    if (i + 1 < num_tiles) {
+      load_kv(k_smem, state.k, p.k_seq, i + 1);
+      cute::cp_async_fence();
+    }
+    if (compute) Traits::Mma::template gemm_pv<Traits>(v_smem, lane, probs, o);
+  }
+  // With no tile nothing waited for Q's group, and the epilogue stages O in Q's buffer.
+  cute::cp_async_wait<0>();
+  __syncthreads();
+  if (!warp_has_rows) return;
+
+  float inv_sum[Traits::kWarpMTiles][2];
+  float lse[Traits::kWarpMTiles][2];
+  if (fp.sinks.enabled()) {
+    softmax.finalize_with_sink(/*factor=*/1.f, fp.sinks.logit(h) * kLog2e, inv_sum, lse);
+  } else {
+    softmax.finalize</*kFast=*/false>(/*factor=*/1.f, inv_sum, lse);
+  }
+  // store_output addresses O by (batch, head, row) and LSE by ((batch * heads + head) * seqlen_q
+  // + row): a varlen sequence is batch 0 of tensors that start at its first row, and of an LSE
+  // [Hq, total_q] that starts at its first entry.
+  FwdParams out = p;
+  out.num_splits = 1;
+  out.o = static_cast<Element*>(p.o) + seq.o_offset;
+  out.lse = p.lse != nullptr ? p.lse + seq.lse_offset : nullptr;
+  const OutputTile out_tile{seq.batch, h, row_begin, row_end, 0};
+  store_output<Traits, Traits::kOutNTiles>(out, out_tile, q_smem, warp, lane, 0, o, inv_sum, lse,
+                                           /*write_lse=*/true);
+}
+
+// Launches flex_fwd_kernel<Traits, Mask, ScoreMod> on (num_m_blocks, heads, batch).
+template <typename Traits, typename Mask, typename ScoreMod>
+cudaError_t launch_flex_kernel(const FlexParams<Mask, ScoreMod>& fp, cudaStream_t stream) {
+  const auto kernel = flex_fwd_kernel<Traits, Mask, ScoreMod>;
+  if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             Traits::kSmemBytes);
+      err != cudaSuccess) {
+    return err;
+  }
+  detail::LaunchShape shape;
+  shape.grid = dim3(static_cast<unsigned>(fp.fwd.num_m_blocks), static_cast<unsigned>(fp.fwd.heads),
+                    static_cast<unsigned>(fp.fwd.batch));
+  shape.threads = Traits::kThreads;
+  shape.smem_bytes = Traits::kSmemBytes;
+  return detail::launch_kernel(kernel, shape, stream, fp);
+}
+
+}  // namespace flashcore::sm80

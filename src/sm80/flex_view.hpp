@@ -1,0 +1,48 @@
+// The problem as the sm80 flex kernel sees it, for any mods: the dense kernel's pointers, strides
+// and scale with the query side unpacked (mods see real query heads and rows, so the decode GQA
+// packing of common/query_view.hpp does not apply), one unsplit grid of FlexTileConfig's rows,
+// and the BlockMask, sinks and varlen arrays of the params.
+#pragma once
+
+#include <cstdint>
+
+#include "common/problem.hpp"
+#include "flashcore/varlen.hpp"
+#include "sm80/flex_params.hpp"
+#include "sm80/fwd_plan.hpp"
+#include "sm80/kernel_traits.hpp"
+
+namespace flashcore::sm80 {
+
+// The flex tile's query rows and keys per KV tile (the same at every head dim). BlockMask query
+// blocks must be multiples of kFlexQBlockMultiple (kernel_traits.hpp), KV blocks of kFlexBlockKV.
+inline constexpr int64_t kFlexBlockM = FlexTileConfig<64>::kBlockM;
+inline constexpr int64_t kFlexBlockKV =
+    FlexTileConfig<64>::kBlockN * FlexTileConfig<64>::kKeyGroups;
+
+template <typename Mask, typename ScoreMod>
+FlexParams<Mask, ScoreMod> flex_view(const detail::Problem& problem, const Mask& mask,
+                                     const ScoreMod& score_mod) {
+  const AttentionParams& a = problem.params;
+  FlexParams<Mask, ScoreMod> fp{};
+  FwdParams& p = fp.fwd;
+  p = kernel_view(problem);
+  p.heads = static_cast<int>(a.heads_q);
+  p.kv_group = static_cast<int>(problem.group());
+  p.seqlen_q = static_cast<int>(a.seqlen_q);
+  p.q_seq = a.q.strides.seq, p.q_head = a.q.strides.head;
+  p.o_seq = a.o.strides.seq, p.o_head = a.o.strides.head;
+  p.scale = problem.scale;
+  p.num_splits = 1;
+  const int64_t rows = is_varlen(a) ? a.max_seqlen_q : a.seqlen_q;
+  p.num_m_blocks = static_cast<int>((rows + kFlexBlockM - 1) / kFlexBlockM);
+  fp.mask = mask;
+  fp.score_mod = score_mod;
+  fp.block_mask = a.flex.block_mask;
+  fp.sinks = a.flex.sinks;
+  fp.cu_seqlens_q = a.cu_seqlens_q;
+  fp.cu_seqlens_k = a.cu_seqlens_k;
+  return fp;
+}
+
+}  // namespace flashcore::sm80

@@ -1,0 +1,325 @@
+// AttentionParams::flex before any launch: validation messages that name the fix, which problems
+// need the flex kernels (a dense problem with no mods keeps the dense path), and each backend's
+// reason (sm80 runs flex problems; the others point at it). No GPU needed.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "api/backend_registry.hpp"
+#include "api/validate.hpp"
+#include "common/block_walk.hpp"
+#include "common/feature_gates.hpp"
+#include "common/problem.hpp"
+#include "flashcore/attention.hpp"
+#include "flashcore/flashcore.h"
+#include "flashcore/flex.hpp"
+
+namespace flashcore {
+namespace {
+
+// Fake, aligned device addresses: validation never dereferences them.
+char* fake(int slot) { return reinterpret_cast<char*>(uintptr_t{1} << 40) + (int64_t{slot} << 26); }
+
+AttentionParams flex_params() {
+  AttentionParams p;
+  p.batch = 2;
+  p.seqlen_q = 300;
+  p.seqlen_k = 200;
+  p.heads_q = 4;
+  p.heads_kv = 2;
+  p.head_dim = 128;
+  p.q = {fake(0), DType::kBFloat16, bshd_strides(300, 4, 128)};
+  p.k = {fake(1), DType::kBFloat16, bshd_strides(200, 2, 128)};
+  p.v = {fake(2), DType::kBFloat16, bshd_strides(200, 2, 128)};
+  p.o = {fake(3), DType::kBFloat16, bshd_strides(300, 4, 128)};
+  p.flex.score_mod.alibi.slopes = reinterpret_cast<const float*>(fake(4));
+  return p;
+}
+
+// A BlockMask of the problem's shape, 128 x 128 blocks, broadcast over heads.
+flex::BlockMask block_mask_for(const AttentionParams& p) {
+  flex::BlockMask m = flex::block_mask_shape(p.batch, 1, p.seqlen_q, p.seqlen_k, 128, 128);
+  m.kv_num_blocks = reinterpret_cast<const int32_t*>(fake(5));
+  m.kv_indices = reinterpret_cast<const int32_t*>(fake(6));
+  return m;
+}
+
+TEST(FlexValidation, ValidFlexParamsPass) {
+  AttentionParams p = flex_params();
+  p.flex.block_mask = block_mask_for(p);
+  p.flex.sinks.logits = reinterpret_cast<const float*>(fake(7));
+  const Status s = detail::validate_arguments(p);
+  EXPECT_TRUE(s.ok()) << s.message;
+}
+
+TEST(FlexValidation, RejectsWithMessagesThatNameTheFix) {
+  struct Bad {
+    const char* what;
+    std::function<void(AttentionParams&)> mutate;
+    const char* message_names;
+  };
+  const int32_t* ids = reinterpret_cast<const int32_t*>(fake(8));
+  const Bad cases[] = {
+      {"window_in_mask", [](AttentionParams& p) { p.flex.mask.window = flex::causal_mask(); },
+       "pass the window through causal / window_left / window_right"},
+      {"softcap_in_score_mod", [](AttentionParams& p) { p.flex.score_mod.softcap.cap = 30.f; },
+       "pass it as softcap"},
+      {"one_document_array", [ids](AttentionParams& p) { p.flex.mask.documents.doc_ids_q = ids; },
+       "set both"},
+      {"document_stride",
+       [ids](AttentionParams& p) {
+         p.flex.mask.documents = {ids, ids, 100, 200};
+       },
+       "are below seqlen_q/k"},
+      {"prefix_with_causal",
+       [](AttentionParams& p) {
+         p.flex.mask.use_prefix_lm = true;
+         p.causal = true;
+       },
+       "prefix-LM is causal past the prefix already"},
+      {"negative_prefix",
+       [](AttentionParams& p) {
+         p.flex.mask.use_prefix_lm = true;
+         p.flex.mask.prefix_lm.prefix_length = -3;
+       },
+       "prefix_length is -3"},
+      {"bias_table_shape",
+       [](AttentionParams& p) {
+         p.flex.score_mod.bias = flex::relative_bias(reinterpret_cast<const float*>(fake(9)), 0);
+       },
+       "build it with flex::relative_bias"},
+      {"misaligned_sinks",
+       [](AttentionParams& p) {
+         p.flex.sinks.logits = reinterpret_cast<const float*>(fake(7) + 2);
+       },
+       "flex.sinks.logits is not 4-byte aligned"},
+      {"block_mask_lengths",
+       [](AttentionParams& p) {
+         p.flex.block_mask = block_mask_for(p);
+         p.flex.block_mask.seqlen_k = 256;
+       },
+       "rebuild it"},
+      {"block_mask_heads",
+       [](AttentionParams& p) {
+         p.flex.block_mask = block_mask_for(p);
+         p.flex.block_mask.heads = 2;
+       },
+       "flex.block_mask heads is 2 but heads_q is 4"},
+      {"block_mask_without_counts",
+       [](AttentionParams& p) {
+         p.flex.block_mask.kv_indices = reinterpret_cast<const int32_t*>(fake(6));
+       },
+       "kv_num_blocks is null"},
+      {"block_mask_with_varlen",
+       [](AttentionParams& p) {
+         p.flex.block_mask = block_mask_for(p);
+         p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int32_t*>(fake(10));
+         p.max_seqlen_q = 100;
+         p.max_seqlen_k = 100;
+       },
+       "a BlockMask covers one dense [Sq, Sk] grid"},
+      {"documents_with_varlen",
+       [ids](AttentionParams& p) {
+         p.flex.mask.documents = {ids, ids, 300, 200};
+         p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int32_t*>(fake(10));
+         p.max_seqlen_q = 100;
+         p.max_seqlen_k = 100;
+       },
+       "already are the documents"},
+  };
+  for (const Bad& c : cases) {
+    AttentionParams p = flex_params();
+    c.mutate(p);
+    const Status s = detail::validate_arguments(p);
+    EXPECT_EQ(s.code, StatusCode::kInvalidArgument) << c.what << ": " << s.message;
+    EXPECT_NE(s.message.find(c.message_names), std::string::npos) << c.what << ": " << s.message;
+  }
+}
+
+TEST(FlexProblems, OnlyProblemsWithAFlexPartNeedTheFlexKernel) {
+  AttentionParams dense = flex_params();
+  dense.flex = {};
+  dense.causal = true;
+  dense.softcap = 20.f;  // the dense kernels' softcap and window: no flex kernel
+  EXPECT_FALSE(detail::needs_flex_kernel(detail::make_problem(dense)));
+  EXPECT_TRUE(detail::needs_flex_kernel(detail::make_problem(flex_params())));
+  AttentionParams sinks = dense;
+  sinks.flex.sinks.logits = reinterpret_cast<const float*>(fake(7));
+  EXPECT_TRUE(detail::needs_flex_kernel(detail::make_problem(sinks)));
+}
+
+cudaDeviceProp hopper() {
+  cudaDeviceProp d{};
+  d.major = 9;
+  d.multiProcessorCount = 132;
+  d.sharedMemPerBlockOptin = 227 * 1024;
+  d.sharedMemPerMultiprocessor = 228 * 1024;
+  return d;
+}
+
+TEST(FlexBackends, Sm80RunsFlexAndEveryOtherBackendSaysWhere) {
+  const detail::Problem problem = detail::make_problem(flex_params());
+  size_t count = 0;
+  const detail::BackendEntry* entries = detail::backend_entries(&count);
+  for (size_t i = 0; i < count; ++i) {
+    const std::string why = entries[i].rejects(problem, hopper());
+    if (entries[i].backend == Backend::kSm80) {
+      EXPECT_EQ(why, "");
+    } else if (why.find("not linked") == std::string::npos) {
+      EXPECT_NE(why.find("flex mods run on sm80 for now"), std::string::npos)
+          << entries[i].name << ": " << why;
+    }
+  }
+}
+
+TEST(FlexBackends, Sm80SaysWhichFlexProblemsItCannotRun) {
+  struct Bad {
+    std::function<void(AttentionParams&)> mutate;
+    const char* message_names;
+  };
+  const Bad cases[] = {
+      {[](AttentionParams& p) {
+         p.head_dim = 256;
+         p.q.strides = bshd_strides(300, 4, 256);
+         p.k.strides = p.v.strides = bshd_strides(200, 2, 256);
+         p.o.strides = bshd_strides(300, 4, 256);
+       },
+       "head_dim up to 128"},
+      {[](AttentionParams& p) { p.num_splits = 4; }, "unsplit"},
+      {[](AttentionParams& p) { p.tile = TileShape::kSmall; }, "one tile"},
+      {[](AttentionParams& p) {
+         p.flex.block_mask = block_mask_for(p);
+         p.flex.block_mask.q_block_size = 32;
+       },
+       "multiples of 64"},
+  };
+  const detail::BackendEntry* sm80 = detail::find_backend(Backend::kSm80);
+  ASSERT_NE(sm80, nullptr);
+  for (const Bad& c : cases) {
+    AttentionParams p = flex_params();
+    c.mutate(p);
+    const std::string why = sm80->rejects(detail::make_problem(p), hopper());
+    EXPECT_NE(why.find(c.message_names), std::string::npos) << why;
+  }
+}
+
+// The C ABI's flex fields reach validation: a BlockMask of the wrong length fails there, before
+// any device is asked for.
+TEST(FlexCAbi, FieldsReachValidation) {
+  flashcore_attention_params c;
+  flashcore_attention_params_init(&c);
+  EXPECT_EQ(c.mask_mod.window_left, -1);
+  EXPECT_EQ(c.block_mask.kv_num_blocks, nullptr);
+  const AttentionParams p = flex_params();
+  c.dtype = FLASHCORE_BFLOAT16;
+  c.batch = p.batch;
+  c.seqlen_q = p.seqlen_q;
+  c.seqlen_k = p.seqlen_k;
+  c.heads_q = p.heads_q;
+  c.heads_kv = p.heads_kv;
+  c.head_dim = p.head_dim;
+  c.q = p.q.data;
+  c.k = p.k.data;
+  c.v = p.v.data;
+  c.o = p.o.data;
+  c.q_strides = {p.q.strides.batch, p.q.strides.seq, p.q.strides.head};
+  c.k_strides = c.v_strides = {p.k.strides.batch, p.k.strides.seq, p.k.strides.head};
+  c.o_strides = c.q_strides;
+  c.alibi_slopes = p.flex.score_mod.alibi.slopes;
+  const flex::BlockMask m = block_mask_for(p);
+  c.block_mask = {m.batch,         m.heads,         m.seqlen_q,   m.seqlen_k + 1, m.q_block_size,
+                  m.kv_block_size, m.kv_num_blocks, m.kv_indices, nullptr,        nullptr};
+  EXPECT_EQ(flashcore_attention(&c, nullptr), FLASHCORE_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(flashcore_last_error()).find("flex.block_mask was built for"),
+            std::string::npos)
+      << flashcore_last_error();
+  c.block_mask.kv_num_blocks = nullptr;
+  c.mask_mod.window_right = 0;  // the window belongs in causal / window_right
+  EXPECT_EQ(flashcore_attention(&c, nullptr), FLASHCORE_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(flashcore_last_error()).find("flex.mask.window is set"), std::string::npos)
+      << flashcore_last_error();
+}
+
+// The block walk on the host: a BlockMask's lists cut into kernel tiles, tails past the keys
+// skipped; the dense walk's classification from the window.
+TEST(FlexBlockWalk, ListsBecomeKernelTilesAndTheWindowClassifiesDenseTiles) {
+  flex::BlockMask m = flex::block_mask_shape(1, 1, 256, 300, 128, 128);
+  const int32_t counts[] = {1, 0}, indices[] = {2, 0, 0, 1, 0, 0};
+  const int32_t full_counts[] = {1, 2}, full_indices[] = {0, 0, 0, 2, 1, 0};
+  m.kv_num_blocks = counts;
+  m.kv_indices = indices;
+  m.full_kv_num_blocks = full_counts;
+  m.full_kv_indices = full_indices;
+  const flex::NoMask none;
+  const auto walk = detail::kv_tile_walk<64>(m, none, 0, 0, 0, 64, 300);
+  ASSERT_EQ(walk.count(), 4);  // partial block 2, full block 0: two 64-key tiles each
+  EXPECT_EQ(walk.at(0, none, 0, 0, 0, 64, 300).index, 4);
+  EXPECT_EQ(walk.at(0, none, 0, 0, 0, 64, 300).masking, detail::TileMasking::kPartial);
+  // Keys 320.. are past seqlen_k 300: the second tile of block 2 has nothing to see.
+  EXPECT_EQ(walk.at(1, none, 0, 0, 0, 64, 300).masking, detail::TileMasking::kSkip);
+  EXPECT_EQ(walk.at(2, none, 0, 0, 0, 64, 300).index, 0);
+  EXPECT_EQ(walk.at(3, none, 0, 0, 0, 64, 300).masking, detail::TileMasking::kFull);
+  // Rows 128..: the second query block's lists (no partial, blocks 2 and 1 full).
+  const auto second = detail::kv_tile_walk<64>(m, none, 0, 0, 128, 192, 300);
+  ASSERT_EQ(second.count(), 4);
+  EXPECT_EQ(second.tile_index(0), 4);
+  EXPECT_EQ(second.tile_index(2), 2);
+
+  EXPECT_EQ(second.at(0, none, 0, 0, 128, 192, 300).rows_begin, 0);
+  EXPECT_EQ(second.at(0, none, 0, 0, 128, 192, 300).rows_end, 64);  // the tile's every row
+
+  // Dense: causal rows 64..127 of 256 x 256 see tiles 0 (full) and 1 (the diagonal: partial).
+  flex::BuiltinMask causal;
+  causal.window = flex::WindowMod{256, 256, -1, 0};
+  const flex::BlockMask none_listed{};
+  const auto dense = detail::kv_tile_walk<64>(none_listed, causal, 0, 0, 64, 128, 256);
+  ASSERT_EQ(dense.count(), 2);
+  EXPECT_EQ(dense.at(0, causal, 0, 0, 64, 128, 256).masking, detail::TileMasking::kFull);
+  EXPECT_EQ(dense.at(1, causal, 0, 0, 64, 128, 256).masking, detail::TileMasking::kPartial);
+}
+
+// A 128-row query tile over 64-row query blocks spans two block rows: the walk visits the first
+// block's lists, then the second's, and each step is for its own block's 64 rows only.
+TEST(FlexBlockWalk, ATileOverTwoQueryBlocksWalksBothBlocksListsForTheirOwnRows) {
+  flex::BlockMask m = flex::block_mask_shape(1, 1, 256, 256, 64, 128);  // 4 x 2 blocks
+  const int32_t counts[] = {1, 0, 1, 1}, indices[] = {1, 0, 0, 0, 0, 0, 1, 0};
+  const int32_t full_counts[] = {0, 1, 1, 0}, full_indices[] = {0, 0, 0, 0, 1, 0, 0, 0};
+  m.kv_num_blocks = counts;
+  m.kv_indices = indices;
+  m.full_kv_num_blocks = full_counts;
+  m.full_kv_indices = full_indices;
+  const flex::NoMask none;
+  // Rows 0..127: block row 0 (partial KV block 1), then block row 1 (full KV block 0).
+  const auto first = detail::kv_tile_walk<64>(m, none, 0, 0, 0, 128, 256);
+  ASSERT_EQ(first.count(), 4);
+  const detail::KvTile a = first.at(1, none, 0, 0, 0, 128, 256);
+  EXPECT_EQ(a.index, 3);
+  EXPECT_EQ(a.masking, detail::TileMasking::kPartial);
+  EXPECT_EQ(a.rows_begin, 0);
+  EXPECT_EQ(a.rows_end, 64);
+  const detail::KvTile b = first.at(2, none, 0, 0, 0, 128, 256);
+  EXPECT_EQ(b.index, 0);
+  EXPECT_EQ(b.masking, detail::TileMasking::kFull);
+  EXPECT_EQ(b.rows_begin, 64);
+  EXPECT_EQ(b.rows_end, 128);
+  // Rows 128..255: block row 2 (partial 0, full 1), then block row 3 (partial 1).
+  const auto second = detail::kv_tile_walk<64>(m, none, 0, 0, 128, 256, 256);
+  ASSERT_EQ(second.count(), 6);
+  EXPECT_EQ(second.tile_index(2), 2);
+  EXPECT_EQ(second.at(3, none, 0, 0, 128, 256, 256).masking, detail::TileMasking::kFull);
+  EXPECT_EQ(second.at(3, none, 0, 0, 128, 256, 256).rows_end, 64);
+  const detail::KvTile c = second.at(5, none, 0, 0, 128, 256, 256);
+  EXPECT_EQ(c.index, 3);
+  EXPECT_EQ(c.masking, detail::TileMasking::kPartial);
+  EXPECT_EQ(c.rows_begin, 64);
+  EXPECT_EQ(c.rows_end, 128);
+  // A short last tile (rows 128..159 of 160) lies in one block: one list, every row.
+  const auto tail = detail::kv_tile_walk<64>(m, none, 0, 0, 128, 160, 256);
+  ASSERT_EQ(tail.count(), 4);
+  EXPECT_EQ(tail.at(3, none, 0, 0, 128, 160, 256).rows_end, 32);
+}
+
+}  // namespace
+}  // namespace flashcore

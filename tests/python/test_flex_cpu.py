@@ -1,0 +1,132 @@
+"""flashcore.flex_attention, attention_varlen, create_block_mask and flashcore.mods without a GPU
+and without torch: argument errors name the argument and the fix, before anything is launched.
+numpy arrays live on the host, so every otherwise valid call ends in the device error."""
+
+import numpy as np
+import pytest
+
+import flashcore
+from flashcore import mods
+
+B, H, SQ, SK, D = 2, 4, 16, 24, 64
+
+
+def bhsd(heads=H, seqlen=SQ, dtype=np.float16):
+    return np.zeros((B, heads, seqlen, D), dtype=dtype)
+
+
+class FakeBlockMask:
+    """The fields of torch's BlockMask, with a mask_mod of the caller's choice."""
+
+    def __init__(self, mask_mod, seq_lengths=(SQ, SK)):
+        self.kv_num_blocks = np.zeros((B, 1, 1), np.int32)
+        self.kv_indices = np.zeros((B, 1, 1, 1), np.int32)
+        self.full_kv_num_blocks = None
+        self.full_kv_indices = None
+        self.BLOCK_SIZE = (128, 128)
+        self.seq_lengths = seq_lengths
+        self.mask_mod = mask_mod
+
+
+def test_valid_flex_call_reaches_the_device_check():
+    q, k, v = bhsd(), bhsd(seqlen=SK), bhsd(seqlen=SK)
+    with pytest.raises(ValueError, match=r"q is on cpu"):
+        flashcore.flex_attention(q, k, v, score_mod=mods.softcap(20.0), return_lse=True)
+    with pytest.raises(ValueError, match=r"q is on cpu"):
+        flashcore.flex_attention(q, k, v, block_mask=FakeBlockMask(mods.causal()))
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(query=np.zeros((B, SQ, D), np.float16)), ValueError, r"query must be a 4-D array"),
+        (dict(key=bhsd(heads=2, seqlen=SK), value=bhsd(heads=2, seqlen=SK)), ValueError,
+         r"pass enable_gqa=True"),
+        (dict(scale=0.0), ValueError, r"scale is 0; pass None"),
+        (dict(score_mod=lambda s, b, h, q, kv: s), TypeError,
+         r"flashcore runs its built-in score_mods"),
+        (dict(block_mask=object()), TypeError, r"pass a flashcore.BlockMask or a torch"),
+        (dict(block_mask=FakeBlockMask(mods.causal(), seq_lengths=(SQ, SK + 1))), ValueError,
+         r"block_mask was built for \(Q_LEN, KV_LEN\) = \(16, 25\) but q and k have \(16, 24\)"),
+        (dict(block_mask=FakeBlockMask(lambda b, h, q, kv: q >= kv)), TypeError,
+         r"block_mask.mask_mod is a Python function"),
+    ],
+)
+def test_flex_attention_argument_errors(kwargs, error, message):
+    args = dict(query=bhsd(), key=bhsd(seqlen=SK), value=bhsd(seqlen=SK))
+    args.update(kwargs)
+    with pytest.raises(error, match=message):
+        flashcore.flex_attention(**args)
+
+
+def test_noop_mask_of_torch_is_no_mask():
+    def noop_mask(b, h, q_idx, kv_idx):
+        return q_idx >= 0
+
+    q, k, v = bhsd(), bhsd(seqlen=SK), bhsd(seqlen=SK)
+    with pytest.raises(ValueError, match=r"q is on cpu"):
+        flashcore.flex_attention(q, k, v, block_mask=FakeBlockMask(noop_mask))
+
+
+def packed(total, heads=H):
+    return np.zeros((total, heads, D), np.float16)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(q=np.zeros((1, 10, H, D), np.float16)), ValueError, r"q must be a 3-D array"),
+        (dict(max_seqlen_q=0), ValueError, r"max_seqlen_q must be the longest"),
+        (dict(max_seqlen_k=True), ValueError, r"max_seqlen_k must be the longest"),
+        (dict(softmax_scale=0.0), ValueError, r"softmax_scale is 0"),
+        (dict(window=5), TypeError, r"window must be a pair"),
+        (dict(softcap=5.0, score_mod=mods.softcap(3.0)), ValueError, r"pass softcap once"),
+    ],
+)
+def test_attention_varlen_argument_errors(kwargs, error, message):
+    cu = np.array([0, 3, 10], np.int32)
+    args = dict(q=packed(10), k=packed(10), v=packed(10), cu_seqlens_q=cu, cu_seqlens_k=cu,
+                max_seqlen_q=7, max_seqlen_k=7)
+    args.update(kwargs)
+    with pytest.raises(error, match=message):
+        flashcore.attention_varlen(**args)
+
+
+def test_valid_varlen_call_reaches_the_device_check():
+    cu = np.array([0, 3, 10], np.int32)
+    with pytest.raises(ValueError, match=r"q is on cpu"):
+        flashcore.attention_varlen(packed(10), packed(10, 2), packed(10, 2), cu, cu, 7, 7,
+                                   causal=True, return_lse=True)
+
+
+def test_mods_combine_and_reject_what_has_no_meaning():
+    m = mods.and_masks(mods.causal(), mods.documents(np.zeros((B, SQ), np.int32)))
+    assert m.window == (-1, 0) and "doc_ids_q" in m.fields()
+    with pytest.raises(ValueError, match=r"two windows"):
+        mods.and_masks(mods.causal(), mods.sliding_window(8))
+    with pytest.raises(ValueError, match=r"prefix_lm is causal past the prefix already"):
+        mods.and_masks(mods.causal(), mods.prefix_lm(4))
+    with pytest.raises(ValueError, match=r"prefix must be an int >= 0"):
+        mods.prefix_lm(-1)
+    with pytest.raises(ValueError, match=r"softcap is 0"):
+        mods.softcap(0)
+    with pytest.raises(TypeError, match=r"and_masks takes flashcore.mods mask_mods"):
+        mods.and_masks(lambda b, h, q, kv: True)
+    s = mods.compose(mods.alibi(np.ones(H, np.float32)), mods.softcap(30.0))
+    assert s.cap == 30.0 and "alibi_slopes" in s.fields()
+
+
+def test_mods_evaluate_like_pytorch_mods():
+    # numpy stands in for tensors: the same elementwise expressions torch's vmap evaluates.
+    q_idx, kv_idx = np.arange(6)[:, None], np.arange(6)[None, :]
+    causal = mods.causal()(0, 0, q_idx, kv_idx)
+    assert (causal == (kv_idx <= q_idx)).all()
+    window = mods.sliding_window(2, 0)(0, 0, q_idx, kv_idx)
+    assert (window == ((kv_idx <= q_idx) & (kv_idx >= q_idx - 2))).all()
+    prefix = mods.prefix_lm(3)(0, 0, q_idx, kv_idx)
+    assert (prefix == ((kv_idx <= q_idx) | (kv_idx < 3))).all()
+
+
+def test_create_block_mask_takes_built_in_mask_mods_only():
+    with pytest.raises(TypeError, match=r"flashcore builds masks of its built-in mask_mods"):
+        flashcore.create_block_mask(lambda b, h, q, kv: q >= kv, 1, 1, 128, 128)

@@ -1,0 +1,144 @@
+"""flashcore.flex_attention, create_block_mask, attention_varlen and flashcore.mods on a GPU
+through torch, against a float32 reference that evaluates the SAME mod objects (their torch
+__call__) densely; a torch BlockMask built from a flashcore mod is used zero-copy. Fresh inputs
+every run (the seed is in every failure); outputs start as NaN."""
+
+import os
+import secrets
+
+import pytest
+
+torch = pytest.importorskip(
+    "torch", reason="SKIPPED: torch is not installed, so no GPU test of flashcore runs"
+)
+if not torch.cuda.is_available():
+    pytest.skip("SKIPPED: torch sees no CUDA device, so no GPU test of flashcore runs",
+                allow_module_level=True)
+
+import flashcore  # noqa: E402
+from flashcore import mods  # noqa: E402
+
+RUN_SEED = int(os.environ.get("FLASHCORE_TEST_SEED", secrets.randbelow(2**31)))
+TOLERANCE = {torch.float16: 5e-3, torch.bfloat16: 1e-2}
+LSE_TOLERANCE = 1e-2
+
+
+def reference(q, k, v, mask_mod=None, score_mod=None, block_mask=None, sinks=None):
+    """(out, lse) in float32, BHSD; masks evaluated per element (Sq == Sk), block lists as
+    PyTorch defines them (full blocks skip mask_mod)."""
+    B, Hq, S, D = q.shape
+    group = Hq // k.shape[1]
+    kf = k.float().repeat_interleave(group, 1)
+    vf = v.float().repeat_interleave(group, 1)
+    scores = (q.float() @ kf.transpose(-1, -2)) * D**-0.5
+    b = torch.arange(B, device=q.device)[:, None, None, None]
+    h = torch.arange(Hq, device=q.device)[None, :, None, None]
+    qi = torch.arange(S, device=q.device)[None, None, :, None]
+    ki = torch.arange(k.shape[2], device=q.device)[None, None, None, :]
+    if score_mod is not None:
+        scores = score_mod(scores, b, h, qi, ki)
+    visible = torch.ones_like(scores, dtype=torch.bool)
+    if mask_mod is not None:
+        visible = mask_mod(b, h, qi, ki).expand_as(scores)
+    if block_mask is not None:
+        # Per KV block of each query block: 0 not listed, 1 partial, 2 full.
+        qb, kb = block_mask.BLOCK_SIZE
+        state = torch.zeros(block_mask.kv_indices.shape, dtype=torch.int8, device=q.device)
+        position = torch.arange(state.shape[-1], device=q.device)
+        for counts, indices, value in ((block_mask.kv_num_blocks, block_mask.kv_indices, 1),
+                                       (block_mask.full_kv_num_blocks, block_mask.full_kv_indices,
+                                        2)):
+            if counts is None:
+                continue
+            listed = ((position < counts[..., None]) * value).to(torch.int8)
+            state.scatter_reduce_(-1, indices.long(), listed, reduce="amax")
+        per_element = state.expand(B, Hq, *state.shape[2:])
+        per_element = per_element.repeat_interleave(qb, 2).repeat_interleave(kb, 3)
+        per_element = per_element[:, :, :S, : k.shape[2]]
+        visible = (per_element == 2) | ((per_element == 1) & visible)
+    scores = scores.masked_fill(~visible, float("-inf"))
+    if sinks is not None:
+        sink = sinks.float()[None, :, None, None].expand(B, Hq, S, 1)
+        scores = torch.cat([scores, sink], -1)
+        vf = torch.cat([vf, torch.zeros_like(vf[:, :, :1])], 2)
+    lse = torch.logsumexp(scores, -1)
+    p = torch.exp(scores - lse[..., None]).nan_to_num(0.0)
+    return p @ vf, lse
+
+
+def check(out, lse, ref_out, ref_lse, dtype, what):
+    assert torch.isfinite(out).all(), f"{what}: NaN/inf in out (seed {RUN_SEED})"
+    err = ((out.float() - ref_out).norm() / ref_out.norm()).item()
+    assert err <= TOLERANCE[dtype], f"{what}: rel L2 {err:.2e} (seed {RUN_SEED})"
+    finite = torch.isfinite(ref_lse)
+    assert (lse[~finite] == float("-inf")).all(), f"{what}: masked rows' lse (seed {RUN_SEED})"
+    lse_err = (lse[finite] - ref_lse[finite]).abs().max().item()
+    assert lse_err <= LSE_TOLERANCE, f"{what}: lse error {lse_err:.2e} (seed {RUN_SEED})"
+
+
+def inputs(dtype, B=2, Hq=4, Hkv=2, S=300, D=128):
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED)
+    return [torch.randn(B, h, S, D, dtype=dtype, device="cuda", generator=g)
+            for h in (Hq, Hkv, Hkv)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_mods_match_the_reference(dtype):
+    q, k, v = inputs(dtype)
+    B, Hq, S = q.shape[:3]
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 1)
+    docs = torch.randint(0, 5, (B, S), device="cuda", generator=g).sort(-1).values.int()
+    slopes = torch.rand(Hq, device="cuda", generator=g)
+    table = torch.randn(Hq, 2 * S - 1, device="cuda", generator=g)
+    sinks = torch.randn(Hq, device="cuda", generator=g)
+    cases = {
+        "documents_causal": (mods.and_masks(mods.causal(), mods.documents(docs)), None, None),
+        "prefix_alibi": (mods.prefix_lm(90), mods.alibi(slopes), None),
+        "window_bias_softcap_sinks": (mods.sliding_window(64),
+                                      mods.compose(mods.relative_bias(table), mods.softcap(8.0)),
+                                      sinks),
+    }
+    for name, (mask_mod, score_mod, sink) in cases.items():
+        block_mask = flashcore.create_block_mask(mask_mod, B, None, S, S, BLOCK_SIZE=64)
+        out, lse = flashcore.flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask,
+                                            enable_gqa=True, return_lse=True, sinks=sink)
+        assert flashcore.last_provider() == "sm80"
+        ref_out, ref_lse = reference(q, k, v, mask_mod, score_mod, sinks=sink)
+        check(out, lse, ref_out, ref_lse, dtype, name)
+
+
+def test_torch_block_mask_is_used_as_it_is():
+    flex = pytest.importorskip("torch.nn.attention.flex_attention",
+                               reason="SKIPPED: this torch has no FlexAttention")
+    q, k, v = inputs(torch.bfloat16, Hq=2, Hkv=2, S=256)
+    mask_mod = mods.causal()
+    block_mask = flex.create_block_mask(mask_mod, 2, None, 256, 256, device="cuda")
+    out, lse = flashcore.flex_attention(q, k, v, block_mask=block_mask, return_lse=True)
+    ref_out, ref_lse = reference(q, k, v, mask_mod, block_mask=block_mask)
+    check(out, lse, ref_out, ref_lse, torch.bfloat16, "torch BlockMask")
+    torch_out = flex.flex_attention(q, k, v, block_mask=block_mask)
+    err = ((out.float() - torch_out.float()).norm() / torch_out.float().norm()).item()
+    assert err <= TOLERANCE[torch.bfloat16], f"vs torch flex_attention: {err:.2e}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_varlen_matches_each_sequence_alone(dtype):
+    lengths = [0, 1, 7, 300, 64]
+    Hq, Hkv, D = 4, 2, 64
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 2)
+    total = sum(lengths)
+    q = torch.randn(total, Hq, D, dtype=dtype, device="cuda", generator=g)
+    k = torch.randn(total, Hkv, D, dtype=dtype, device="cuda", generator=g)
+    v = torch.randn(total, Hkv, D, dtype=dtype, device="cuda", generator=g)
+    cu = torch.tensor([0] + lengths, device="cuda").cumsum(0).int()
+    out, lse = flashcore.attention_varlen(q, k, v, cu, cu, max(lengths), max(lengths),
+                                          causal=True, return_lse=True)
+    assert flashcore.last_provider() == "sm80"
+    start = 0
+    for n in lengths:
+        if n:
+            seq = [x[start:start + n].transpose(0, 1)[None] for x in (q, k, v)]
+            ref_out, ref_lse = reference(*seq, mods.causal())
+            check(out[start:start + n].transpose(0, 1)[None], lse[:, start:start + n][None],
+                  ref_out, ref_lse, dtype, f"sequence of {n}")
+        start += n
