@@ -11,15 +11,19 @@ zero-padded (the scale stays 1/sqrt of the real one); return_attn_probs returns 
 
 What flashcore cannot honour raises NotImplementedError naming the argument, before anything is
 computed: dropout_p > 0, alibi_slopes, rotary embeddings, cache_batch_idx, cache_leftpad, a paged
-KV cache (block_table), and gradients (flashcore is forward only; flash-attn has a backward).
+KV cache (block_table), and gradients (flashcore is forward only; flash-attn has a backward). The
+varlen functions run flashcore.attention_varlen (packed sequences, no padding).
 """
 
-from . import attention
+from . import attention, attention_varlen
 
 __all__ = [
     "flash_attn_func",
     "flash_attn_kvpacked_func",
     "flash_attn_qkvpacked_func",
+    "flash_attn_varlen_func",
+    "flash_attn_varlen_kvpacked_func",
+    "flash_attn_varlen_qkvpacked_func",
     "flash_attn_with_kvcache",
 ]
 
@@ -166,6 +170,128 @@ def flash_attn_qkvpacked_func(
         qkv[:, :, 0],
         qkv[:, :, 1],
         qkv[:, :, 2],
+        dropout_p,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        alibi_slopes,
+        deterministic,
+        return_attn_probs,
+    )
+
+
+def flash_attn_varlen_func(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+    block_table=None,
+):
+    """flash_attn.flash_attn_varlen_func. q: (total_q, nheads, headdim), k, v: (total_k,
+    nheads_k, headdim), packed sequences; cu_seqlens_* int32 (batch + 1,) on the GPU. Runs
+    flashcore.attention_varlen: causal and the window apply within each sequence, bottom-right
+    aligned; a window side at or past max_seqlen_k is unbounded. Returns out, or with
+    return_attn_probs (out, softmax_lse [nheads, total_q], None)."""
+    _check_common(dropout_p, alibi_slopes)
+    if block_table is not None:
+        _unsupported("block_table", "<tensor>", "no paged KV cache yet")
+    _check_no_grad(q, k, v)
+    head_dim = q.shape[-1]
+    left, right = flash_window(causal, window_size, max_seqlen_q, max_seqlen_k)
+    scale = head_dim**-0.5 if softmax_scale is None else softmax_scale
+    padded_q, padded_k, padded_v = _pad_head_dim(q, k, v)
+    result = attention_varlen(
+        padded_q,
+        padded_k,
+        padded_v,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        causal=False,  # folded into the window, as in _forward
+        softmax_scale=scale,
+        window=(left, right),
+        softcap=max(float(softcap), 0.0),
+        return_lse=return_attn_probs,
+    )
+    if return_attn_probs:
+        out, lse = result
+        return out[..., :head_dim], lse, None
+    return result[..., :head_dim]
+
+
+def flash_attn_varlen_kvpacked_func(
+    q,
+    kv,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """flash_attn.flash_attn_varlen_kvpacked_func. kv: (total_k, 2, nheads_k, headdim), read in
+    place."""
+    return flash_attn_varlen_func(
+        q,
+        kv[:, 0],
+        kv[:, 1],
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        dropout_p,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        alibi_slopes,
+        deterministic,
+        return_attn_probs,
+    )
+
+
+def flash_attn_varlen_qkvpacked_func(
+    qkv,
+    cu_seqlens,
+    max_seqlen,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """flash_attn.flash_attn_varlen_qkvpacked_func. qkv: (total, 3, nheads, headdim), read in
+    place."""
+    return flash_attn_varlen_func(
+        qkv[:, 0],
+        qkv[:, 1],
+        qkv[:, 2],
+        cu_seqlens,
+        cu_seqlens,
+        max_seqlen,
+        max_seqlen,
         dropout_p,
         softmax_scale,
         causal,

@@ -19,6 +19,13 @@ def qkv(head_dim=D, seqlen_k=S):
     return q, kv, kv.copy()
 
 
+def varlen(q, k, v):
+    """The batch packed as flash-attn's varlen functions take it: [total, heads, dim] and
+    cu_seqlens (every sequence S long)."""
+    cu = np.arange(0, (B + 1) * S, S, dtype=np.int32)
+    return (*(x.reshape(B * S, H, -1) for x in (q, k, v)), cu, cu, S, S)
+
+
 # flash_attn_interface.py (flash-attn 2.x): parameter names and defaults, in order.
 FLASH_ATTN_SIGNATURES = {
     "flash_attn_func": "(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, "
@@ -30,6 +37,15 @@ FLASH_ATTN_SIGNATURES = {
     "flash_attn_qkvpacked_func": "(qkv, dropout_p=0.0, softmax_scale=None, causal=False, "
     "window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False, "
     "return_attn_probs=False)",
+    "flash_attn_varlen_func": "(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, "
+    "dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, "
+    "alibi_slopes=None, deterministic=False, return_attn_probs=False, block_table=None)",
+    "flash_attn_varlen_kvpacked_func": "(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, "
+    "max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), "
+    "softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False)",
+    "flash_attn_varlen_qkvpacked_func": "(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, "
+    "softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, "
+    "deterministic=False, return_attn_probs=False)",
     "flash_attn_with_kvcache": "(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, "
     "rotary_sin=None, cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, "
     "block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, "
@@ -81,6 +97,18 @@ def test_flash_window(causal, window, seqlen_q, seqlen_k, expected):
             "rotary",
         ),
         (lambda q, k, v: compat.flash_attn_with_kvcache(q, k, v, block_table=np.ones(1)), "paged"),
+        (lambda q, k, v: compat.flash_attn_varlen_func(*varlen(q, k, v), 0.1), "dropout_p"),
+        (
+            lambda q, k, v: compat.flash_attn_varlen_func(*varlen(q, k, v), block_table=np.ones(1)),
+            "paged",
+        ),
+        (
+            lambda q, k, v: compat.flash_attn_varlen_qkvpacked_func(
+                np.stack(varlen(q, k, v)[:3], 1), np.array([0, B * S], np.int32), S,
+                alibi_slopes=np.ones(H),
+            ),
+            "alibi",
+        ),
         (
             lambda q, k, v: compat.flash_attn_with_kvcache(q, k, v, cache_batch_idx=np.ones(B)),
             "cache_batch_idx",
@@ -105,6 +133,11 @@ def test_what_flashcore_cannot_honour_is_refused_by_name(call, named):
         lambda q, k, v: compat.flash_attn_kvpacked_func(q, np.stack([k, v], 2), causal=True),
         lambda q, k, v: compat.flash_attn_qkvpacked_func(np.stack([q, k, v], 2), softcap=30.0),
         lambda q, k, v: compat.flash_attn_with_kvcache(q, k, v, cache_seqlens=S // 2),
+        lambda q, k, v: compat.flash_attn_varlen_func(*varlen(q, k, v), causal=True),
+        lambda q, k, v: compat.flash_attn_varlen_kvpacked_func(
+            varlen(q, k, v)[0], np.stack(varlen(q, k, v)[1:3], 1), *varlen(q, k, v)[3:],
+            window_size=(100, 2), return_attn_probs=True,
+        ),
     ],
 )
 def test_valid_calls_reach_flashcore(call):

@@ -48,6 +48,37 @@ def test_packed_forms_read_the_same_tensors():
     torch.testing.assert_close(kvpacked, expected, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_varlen_is_attention_varlen_with_flash_attns_window_rules(dtype):
+    lengths, heads_q, heads_kv, head_dim = [0, 1, 7, 300, 64], 4, 2, 64
+    total = sum(lengths)
+    q, k, v = (x[0] for x in inputs(1, total, total, heads_q, heads_kv, head_dim, dtype))
+    cu = torch.tensor([0] + lengths, device="cuda").cumsum(0).int()
+    longest = max(lengths)
+    out, lse, probs = compat.flash_attn_varlen_func(
+        q, k, v, cu, cu, longest, longest, causal=True, window_size=(32, 5),
+        return_attn_probs=True,
+    )
+    assert probs is None
+    # causal overrides the right side of the window, as flash-attn does
+    expected, expected_lse = flashcore.attention_varlen(
+        q, k, v, cu, cu, longest, longest, window=(32, 0), return_lse=True
+    )
+    torch.testing.assert_close(out, expected, atol=0, rtol=0)
+    torch.testing.assert_close(lse, expected_lse, atol=0, rtol=0)
+    start = 0
+    for n in lengths:
+        if n:
+            rows = slice(start, start + n)
+            assert_matches(out[None, rows], q[None, rows], k[None, rows], v[None, rows],
+                           window=(32, 0))
+        start += n
+    kv = torch.stack([k, v], dim=1)
+    packed = compat.flash_attn_varlen_kvpacked_func(q, kv, cu, cu, longest, longest, causal=True,
+                                                    window_size=(32, 5))
+    torch.testing.assert_close(packed, out, atol=0, rtol=0)
+
+
 def test_odd_head_dim_is_padded_with_the_real_scale():
     q, k, v = inputs(1, 64, 64, 4, 4, 60, torch.float16)
     out = compat.flash_attn_func(q, k, v, causal=True)
