@@ -15,15 +15,58 @@
 #include "sm80/combine.cuh"
 #include "sm80/split_kv.hpp"
 #include "sm90/instantiations.hpp"
+#include "sm90/kernel_view.hpp"
 #include "sm90/launch_args.hpp"
 #include "sm90/sm90_fwd.hpp"
 #include "sm90/small_grid/small_grid_fwd.hpp"
+
+namespace flashcore::sm90 {
+
+// Each input as its TMA descriptor will describe it.
+static GmemInput gmem_input(const InputTensor& t, int64_t seqlen, int64_t heads) {
+  return {t.data,        static_cast<int>(seqlen), static_cast<int>(heads),
+          t.strides.seq, t.strides.head,           t.strides.batch};
+}
+
+LaunchArgs kernel_view(const detail::Problem& problem) {
+  const AttentionParams& a = problem.params;
+  LaunchArgs in{};
+  FwdArgs& p = in.args;
+  p.batch = static_cast<int>(a.batch);
+  p.seqlen_k = static_cast<int>(a.seqlen_k);
+  p.head_dim = static_cast<int>(a.head_dim);
+  const detail::ScoreScaling scaling = detail::score_scaling(problem);
+  p.scale_log2 = scaling.scale_log2;
+  p.prescale = scaling.prescale;
+  p.exp_factor = scaling.exp_factor;
+  p.softcap_in = scaling.softcap_in;
+  p.softcap_out = scaling.softcap_out;
+  p.o = a.o.data;
+  p.o_batch = a.o.strides.batch;
+  p.lse = a.lse;
+  in.k = gmem_input(a.k, a.seqlen_k, a.heads_kv);
+  in.v = gmem_input(a.v, a.seqlen_k, a.heads_kv);
+  in.bf16 = a.q.dtype == DType::kBFloat16;
+
+  const detail::QueryView view = detail::query_view(problem);
+  p.heads = view.heads;
+  p.kv_group = view.kv_group;
+  p.seqlen_q = view.seqlen_q;
+  p.o_seq = view.o_seq;
+  p.o_head = view.o_head;
+  p.mask = view.mask;
+  in.q = {a.q.data, view.seqlen_q, view.heads, view.q_seq, view.q_head, a.q.strides.batch};
+  return in;
+}
+
+}  // namespace flashcore::sm90
 
 namespace flashcore::detail {
 namespace {
 
 using sm90::FwdArgs;
 using sm90::GmemInput;
+using sm90::kernel_view;
 using sm90::LaunchArgs;
 
 // Sizes stay in int inside the kernel: row + seqlen_k + window + 1 must not overflow.
@@ -40,44 +83,6 @@ constexpr int64_t kAutoBlockRows = 128;
 // The dynamic schedule's tile counter, at the start of the workspace (split-KV partials, which
 // never share a launch with it, start there otherwise).
 constexpr size_t kTileCounterBytes = 256;
-
-GmemInput gmem_input(const InputTensor& t, int64_t seqlen, int64_t heads) {
-  return {t.data,        static_cast<int>(seqlen), static_cast<int>(heads),
-          t.strides.seq, t.strides.head,           t.strides.batch};
-}
-
-// The problem as the kernel indexes it. With GQA packing for decode (common/query_view.hpp) the
-// Q descriptor reads the packed rows through their strides directly.
-LaunchArgs kernel_view(const Problem& problem) {
-  const AttentionParams& a = problem.params;
-  LaunchArgs in{};
-  FwdArgs& p = in.args;
-  p.batch = static_cast<int>(a.batch);
-  p.seqlen_k = static_cast<int>(a.seqlen_k);
-  p.head_dim = static_cast<int>(a.head_dim);
-  const ScoreScaling scaling = score_scaling(problem);
-  p.scale_log2 = scaling.scale_log2;
-  p.prescale = scaling.prescale;
-  p.exp_factor = scaling.exp_factor;
-  p.softcap_in = scaling.softcap_in;
-  p.softcap_out = scaling.softcap_out;
-  p.o = a.o.data;
-  p.o_batch = a.o.strides.batch;
-  p.lse = a.lse;
-  in.k = gmem_input(a.k, a.seqlen_k, a.heads_kv);
-  in.v = gmem_input(a.v, a.seqlen_k, a.heads_kv);
-  in.bf16 = a.q.dtype == DType::kBFloat16;
-
-  const QueryView view = query_view(problem);
-  p.heads = view.heads;
-  p.kv_group = view.kv_group;
-  p.seqlen_q = view.seqlen_q;
-  p.o_seq = view.o_seq;
-  p.o_head = view.o_head;
-  p.mask = view.mask;
-  in.q = {a.q.data, view.seqlen_q, view.heads, view.q_seq, view.q_head, a.q.strides.batch};
-  return in;
-}
 
 int64_t kernel_rows(const FwdArgs& p) {
   return static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q;
