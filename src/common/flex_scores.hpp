@@ -32,12 +32,12 @@ template <typename ScoreMod>
 struct HasIsIdentity<ScoreMod, std::void_t<decltype(std::declval<const ScoreMod&>().is_identity())>>
     : std::true_type {};
 
-// The visible pairs of a partial tile, one bit per element of the warp's fragment: bit
-// (half * kNTiles + nt) * 2 + e of word mt. A kernel computes them before S = Q K^T, while the S
-// accumulators are not yet live, so the mask's loads and integer math do not compete with them
-// for registers.
-template <typename Mask, int kMTiles, int kNTiles>
-__device__ __forceinline__ void partial_visibility(const Mask& mask, const FragmentPlace& at,
+// The visible pairs of a tile, one bit per element of the warp's fragment: bit
+// (half * kNTiles + nt) * 2 + e of word mt; kCallMask: ask the mask_mod too (partial tiles), not
+// only the sequences' ends. A kernel computes them before S = Q K^T, while the S accumulators are
+// not yet live, so the mask's loads and integer math do not compete with them for registers.
+template <bool kCallMask, typename Mask, int kMTiles, int kNTiles>
+__device__ __forceinline__ void element_visibility(const Mask& mask, const FragmentPlace& at,
                                                    uint32_t (&bits)[kMTiles]) {
   static_assert(kNTiles * 4 <= 32, "a word holds one m16 tile's elements of a thread");
   constexpr int kFragRows = 16, kFragCols = 8;
@@ -53,7 +53,8 @@ __device__ __forceinline__ void partial_visibility(const Mask& mask, const Fragm
         for (int e = 0; e < 2; ++e) {
           const int kv = at.key0 + nt * kFragCols + 2 * (at.lane % 4) + e;
           // Pairs outside the sequences never reach the mask.
-          const bool visible = q < at.seqlen_q && kv < at.seqlen_k && mask(at.b, at.h, q, kv);
+          bool visible = q < at.seqlen_q && kv < at.seqlen_k;
+          if constexpr (kCallMask) visible = visible && mask(at.b, at.h, q, kv);
           word |= static_cast<uint32_t>(visible) << ((half * kNTiles + nt) * 2 + e);
         }
       }
@@ -62,11 +63,27 @@ __device__ __forceinline__ void partial_visibility(const Mask& mask, const Fragm
   }
 }
 
-// kMode: how visibility is known. kBits: from partial_visibility's bits; kBound: inside the
-// sequences; kInside: every pair (the fragment lies inside both). kIdentity: the score_mod is known
-// to change nothing, so a score is one multiply, as in the dense kernel.
-enum class Visibility { kBits, kBound, kInside };
-template <Visibility kMode, bool kIdentity, typename ScoreMod, int kMTiles, int kNTiles>
+// The visible elements of a tile walked as `masking` (kSkip never gets here), as bits: mask_mod
+// for a partial tile; for a full one only the sequences' ends, and nothing to test inside them.
+template <typename Mask, int kMTiles, int kNTiles>
+__device__ __forceinline__ void visible_elements(TileMasking masking, const Mask& mask,
+                                                 const FragmentPlace& at,
+                                                 uint32_t (&bits)[kMTiles]) {
+  constexpr int kFragRows = 16, kFragCols = 8;
+  if (masking == TileMasking::kPartial) {
+    element_visibility</*kCallMask=*/true, Mask, kMTiles, kNTiles>(mask, at, bits);
+  } else if (at.row0 + kMTiles * kFragRows <= at.seqlen_q &&
+             at.key0 + kNTiles * kFragCols <= at.seqlen_k) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) bits[mt] = ~0u;
+  } else {
+    element_visibility</*kCallMask=*/false, Mask, kMTiles, kNTiles>(mask, at, bits);
+  }
+}
+
+// bits: visible_elements' (bit (half * kNTiles + nt) * 2 + e of word mt). kIdentity: the
+// score_mod is known to change nothing, so a score is one multiply, as in the dense kernel.
+template <bool kIdentity, typename ScoreMod, int kMTiles, int kNTiles>
 __device__ __forceinline__ void flex_scores_impl(float (&s)[kMTiles][kNTiles][4],
                                                  const uint32_t (&bits)[kMTiles],
                                                  const ScoreMod& score_mod, const FragmentPlace& at,
@@ -84,12 +101,7 @@ __device__ __forceinline__ void flex_scores_impl(float (&s)[kMTiles][kNTiles][4]
         for (int e = 0; e < 2; ++e) {
           const int kv = at.key0 + nt * kFragCols + 2 * (at.lane % 4) + e;
           float& x = s[mt][nt][2 * half + e];
-          bool visible = true;
-          if constexpr (kMode == Visibility::kBits) {
-            visible = (bits[mt] >> ((half * kNTiles + nt) * 2 + e)) & 1u;
-          } else if constexpr (kMode == Visibility::kBound) {
-            visible = q < at.seqlen_q && kv < at.seqlen_k;
-          }
+          const bool visible = (bits[mt] >> ((half * kNTiles + nt) * 2 + e)) & 1u;
           if constexpr (kIdentity) {
             x = visible ? x * scale_log2 : -INFINITY;
           } else {
@@ -101,34 +113,19 @@ __device__ __forceinline__ void flex_scores_impl(float (&s)[kMTiles][kNTiles][4]
   }
 }
 
-// The scores of one warp's fragment of a tile walked as `masking` (kSkip never gets here);
-// bits: partial_visibility's, for a partial tile.
+// The scores of one warp's fragment; bits: visible_elements' (one code path per kind of
+// score_mod: more paths made ptxas spill at hd128).
 template <typename ScoreMod, int kMTiles, int kNTiles>
-__device__ __forceinline__ void flex_scores(float (&s)[kMTiles][kNTiles][4], TileMasking masking,
+__device__ __forceinline__ void flex_scores(float (&s)[kMTiles][kNTiles][4],
                                             const uint32_t (&bits)[kMTiles],
                                             const ScoreMod& score_mod, const FragmentPlace& at,
                                             float scale) {
-  constexpr int kFragRows = 16, kFragCols = 8;
   bool identity = false;
   if constexpr (HasIsIdentity<ScoreMod>::value) identity = score_mod.is_identity();
-  if (masking == TileMasking::kPartial) {
-    if (identity) {
-      flex_scores_impl<Visibility::kBits, true>(s, bits, score_mod, at, scale);
-    } else {
-      flex_scores_impl<Visibility::kBits, false>(s, bits, score_mod, at, scale);
-    }
-    return;
-  }
-  // Rows past seqlen_q (zero-filled Q, never stored) still must not reach a mod.
-  const bool inside =
-      at.row0 + kMTiles * kFragRows <= at.seqlen_q && at.key0 + kNTiles * kFragCols <= at.seqlen_k;
-  if (inside && identity) {
-    // Full interior tiles are most of the work; with no score_mod they skip its branches.
-    flex_scores_impl<Visibility::kInside, true>(s, bits, score_mod, at, scale);
-  } else if (inside) {
-    flex_scores_impl<Visibility::kInside, false>(s, bits, score_mod, at, scale);
+  if (identity) {
+    flex_scores_impl<true>(s, bits, score_mod, at, scale);
   } else {
-    flex_scores_impl<Visibility::kBound, false>(s, bits, score_mod, at, scale);
+    flex_scores_impl<false>(s, bits, score_mod, at, scale);
   }
 }
 

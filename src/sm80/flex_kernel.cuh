@@ -169,14 +169,13 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       const detail::FragmentPlace at{
           b,   h, row_begin + warp_row0, tile.index * Traits::kBlockKV, seq.seqlen_q, seq.seqlen_k,
           lane};
-      // The mask before S = Q K^T (flex_scores.hpp says why).
-      uint32_t visible[Traits::kWarpMTiles] = {};
-      if (tile.masking == detail::TileMasking::kPartial)
-        detail::partial_visibility<Mask, Traits::kWarpMTiles, Traits::kScoreNTiles>(mask, at,
-                                                                                    visible);
+      // Visibility before S = Q K^T (flex_scores.hpp says why).
+      uint32_t visible[Traits::kWarpMTiles];
+      detail::visible_elements<Mask, Traits::kWarpMTiles, Traits::kScoreNTiles>(tile.masking, mask,
+                                                                                at, visible);
       float s[Traits::kWarpMTiles][Traits::kScoreNTiles][4];
       Traits::Mma::template gemm_qk<Traits>(q_smem, k_smem, warp_row0, lane, s);
-      detail::flex_scores(s, tile.masking, visible, score_mod, at, p.scale);
+      detail::flex_scores(s, visible, score_mod, at, p.scale);
       softmax.update(s, o, /*factor=*/1.f);
       pack_probabilities<Traits>(s, probs);
     }
