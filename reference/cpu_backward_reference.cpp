@@ -4,38 +4,17 @@
 #include <cmath>
 #include <limits>
 
-#include "common/problem.hpp"
+#include "common/backward_problem.hpp"
 #include "reference/cpu_flex_reference.hpp"
 
 namespace flashcore::reference {
-
-AttentionParams forward_params(const BackwardParams& params) {
-  AttentionParams p;
-  p.batch = params.batch;
-  p.seqlen_q = params.seqlen_q;
-  p.seqlen_k = params.seqlen_k;
-  p.heads_q = params.heads_q;
-  p.heads_kv = params.heads_kv;
-  p.head_dim = params.head_dim;
-  p.q = params.q;
-  p.k = params.k;
-  p.v = params.v;
-  p.o = {const_cast<void*>(params.o.data), params.o.dtype, params.o.strides};
-  p.lse = const_cast<float*>(params.lse);
-  p.softmax_scale = params.softmax_scale;
-  p.causal = params.causal;
-  p.window_left = params.window_left;
-  p.window_right = params.window_right;
-  p.softcap = params.softcap;
-  return p;
-}
 
 void cpu_attention_backward(const BackwardParams& params, const std::vector<double>& q,
                             const std::vector<double>& k, const std::vector<double>& v,
                             const std::vector<double>& d_o, std::vector<double>* dq,
                             std::vector<double>* dk, std::vector<double>* dv) {
   const flashcore::detail::Problem problem =
-      flashcore::detail::make_problem(forward_params(params));
+      flashcore::detail::make_problem(flashcore::detail::forward_params(params));
   const int64_t B = params.batch, Sq = params.seqlen_q, Sk = params.seqlen_k;
   const int64_t Hq = params.heads_q, Hkv = params.heads_kv, D = params.head_dim;
   const int64_t group = Hq / Hkv;

@@ -23,8 +23,4 @@ void cpu_attention_backward(const BackwardParams& params, const std::vector<doub
                             const std::vector<double>& d_o, std::vector<double>* dq,
                             std::vector<double>* dk, std::vector<double>* dv);
 
-// The AttentionParams of the forward that params differentiates (sizes and options), for the
-// forward reference and the forward kernels.
-AttentionParams forward_params(const BackwardParams& params);
-
 }  // namespace flashcore::reference

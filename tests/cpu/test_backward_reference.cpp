@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/backward_problem.hpp"
 #include "reference/cpu_backward_reference.hpp"
 #include "reference/cpu_reference.hpp"
 
@@ -57,8 +58,7 @@ Inputs random_inputs(const FdCase& c, uint64_t seed) {
 double loss(const Inputs& in) {
   std::vector<double> o, lse;
   EXPECT_TRUE(
-      reference::cpu_attention(reference::forward_params(in.params), in.q, in.k, in.v, &o, &lse)
-          .ok());
+      reference::cpu_attention(detail::forward_params(in.params), in.q, in.k, in.v, &o, &lse).ok());
   double l = 0.0;
   for (size_t i = 0; i < o.size(); ++i) l += in.d_o[i] * o[i];
   return l;
