@@ -94,7 +94,10 @@ __device__ __forceinline__ void probabilities_and_ds(const BwdParams& p, bool ne
       const int key = key0 + lane / 4 + 8 * (e >> 1);
       float x, dtanh = 1.f;
       if (p.softcapped) {
-        const float u = fast_tanh(s[nt][e] * p.softcap_in);
+        // tanhf, as the sm80 forward's Softcap: P must be the P its LSE normalized, and
+        // tanh.approx (2^-11 relative) would move P by up to cap * 2^-11 * log2(e) in the log2
+        // domain, a bias of its own in every gradient.
+        const float u = tanhf(s[nt][e] * p.softcap_in);
         x = u * p.softcap_out;
         dtanh = 1.f - u * u;
       } else {
