@@ -65,6 +65,8 @@ __global__ void __launch_bounds__(kPreprocessThreads)
 template <typename Traits>
 cudaError_t launch_bwd_preprocess(const BwdParams& p, cudaStream_t stream) {
   constexpr int kRowsPerCta = kPreprocessThreads / Traits::kChunksPerRow;
+  static_assert(Traits::kBlockM % kRowsPerCta == 0,
+                "the grid covers seqlen_q_rounded exactly (the kernel's shuffles need every lane)");
   detail::LaunchShape shape;
   shape.grid = dim3(static_cast<unsigned>((p.seqlen_q_rounded + kRowsPerCta - 1) / kRowsPerCta),
                     static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
