@@ -15,7 +15,7 @@ mkdir -p "$out"
 # split-KV and combine; the scheduler case runs the CTA-pair (K/V multicast) kernel with fewer
 # tiles than clusters (and 192-row blocks that cannot pair, with GQA); CreateBlockMask runs the BlockMask builder; the sm80 head-dim cases run
 # every sm80 instantiation (and rounded head dims) on both tiles; the flex cases run the sm80
-# flex kernel.
+# flex kernel; the backward cases run the sm80 backward.
 filter='*Sm90HeadDimTest*'
 for d in 32 40 64 72 96 128 160 192 200 224 256; do filter+="/*_d${d}_*:*Sm90HeadDimTest*"; done
 filter="${filter%:\*Sm90HeadDimTest\*}"
@@ -24,6 +24,11 @@ filter+=':*DependentLaunch*:*Sm90SchedulerTest*/*sq700*:*Sm90SchedulerTest*/*sq5
 filter+=':*Sm80HeadDimTest*/fp16_b2_sq7_sk127*'
 # The sm80 flex kernel (every built-in mod, BlockMask, varlen, sinks) and the varlen oracle.
 filter+=':*FlexSm80*:*GpuOracleVarlen*'
+# The sm80 backward (docs/backward.md): both head dims and dtypes, tails, masks, softcap, strides,
+# and a deterministic case (its semaphores).
+filter+=':*BackwardTest*/fp16_b2_sq127_sk7_*:*BackwardTest*/bf16_b2_sq7_sk1000_*'
+filter+=':*BackwardTest*/*causal_bhsd:*BackwardTest*/bf16_*softcap2_scaled'
+filter+=':*BackwardTest*/fp16_*d64_causal_deterministic'
 status=0
 # The dependent-launch test's "did the dependent start early" control cannot hold when the
 # sanitizer serializes launches; it skips itself with that reason under this variable.

@@ -95,6 +95,44 @@ void flashcore_attention_params_init(flashcore_attention_params* params);
 flashcore_status flashcore_attention(const flashcore_attention_params* params,
                                      const char** provider);
 
+/* The backward of flashcore_attention (flashcore/backward.hpp): dq, dk and dv from q, k, v, the
+ * forward's o and lse, and d_o. Layouts, masks and softcap are the forward's; every tensor has
+ * dtype. */
+typedef struct {
+  flashcore_dtype dtype;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* o;
+  const void* d_o;
+  const float* lse; /* required: [B, Hq, Sq] from the forward */
+  void* dq;
+  void* dk;
+  void* dv;
+  flashcore_strides q_strides, k_strides, v_strides, o_strides, do_strides;
+  flashcore_strides dq_strides, dk_strides, dv_strides;
+  float softmax_scale; /* 0: 1/sqrt(head_dim) */
+  int causal;
+  int64_t window_left, window_right; /* -1: unbounded */
+  float softcap;                     /* 0: off */
+  int deterministic; /* 1: bitwise-identical gradients run to run (docs/backward.md: its cost) */
+  void* stream;      /* cudaStream_t; NULL is the legacy default stream */
+  void* workspace;   /* optional; NULL lets the call allocate what it needs */
+  size_t workspace_bytes;
+} flashcore_backward_params;
+
+/* Zero sizes and pointers, default scale, no mask, not deterministic. */
+void flashcore_backward_params_init(flashcore_backward_params* params);
+
+/* Device bytes of workspace flashcore_attention_backward needs; 0 when the params are invalid
+ * (flashcore_last_error() says why). */
+size_t flashcore_backward_workspace_bytes(const flashcore_backward_params* params);
+
+/* Validates, then launches on params->stream. On failure nothing was launched and
+ * flashcore_last_error() says why. */
+flashcore_status flashcore_attention_backward(const flashcore_backward_params* params);
+
 /* A mask_mod that sees every key: windows unbounded, no documents, no prefix-LM. */
 void flashcore_mask_mod_init(flashcore_mask_mod* mask);
 

@@ -61,6 +61,7 @@ def attention(
     out=None,
     lse_out=None,
     stream=None,
+    deterministic=False,
 ):
     """Scaled dot-product attention, softmax(q k^T * scale) v, fused in one kernel.
 
@@ -93,8 +94,13 @@ def attention(
     stream: the cudaStream_t as an int; default: torch's current stream for torch tensors, else 0
     (the legacy default stream; pass e.g. cupy.cuda.get_current_stream().ptr).
 
+    deterministic: the backward (torch tensors that require grad) gives bitwise-identical
+    gradients run to run (docs/backward.md states its cost); no effect on the forward.
+
     Returns out, or (out, lse). Invalid arguments raise ValueError or TypeError naming the
-    argument, before anything is launched. Forward only: no gradients.
+    argument, before anything is launched. Differentiable for torch tensors (the custom op
+    flashcore::attention saves only out and lse; the sm80 backward kernels, head dims 64 and 128,
+    compute dq, dk and dv); the lse output itself carries no gradient.
     """
     # Plain checks, no try/except or generators: torch.compile traces this function.
     if not isinstance(window, (tuple, list)) or len(window) != 2:
@@ -116,13 +122,16 @@ def attention(
         )
     if not isinstance(enable_pdl, bool):
         raise TypeError(f"enable_pdl must be a bool, got {enable_pdl!r}")
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
     kernel = (backend, int(num_splits), tile, enable_pdl)
     causal = bool(causal)
     softcap = float(softcap)
 
     if torch is not None and isinstance(q, torch.Tensor):
         return _ops.attention(
-            q, k, v, causal, scale, window, softcap, return_lse, kernel, out, lse_out, stream
+            q, k, v, causal, scale, window, softcap, return_lse, kernel, out, lse_out, stream,
+            deterministic,
         )
 
     for name, array in (("q", q), ("k", k), ("v", v)):

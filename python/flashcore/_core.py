@@ -74,5 +74,28 @@ def workspace_size(q, k, v, out, lse, softmax_scale, causal, window, softcap, ke
     )
 
 
+def run_backward(
+    q, k, v, out, lse, d_o, dq, dk, dv, softmax_scale, causal, window, softcap, deterministic,
+    stream, workspace=None,
+):
+    """Writes dq, dk and dv of the forward that made out and lse, on `stream` (an int
+    cudaStream_t). workspace: at least backward_workspace_size(...) bytes, or None to let the
+    library allocate it stream-ordered."""
+    native().attention_backward(
+        q, k, v, out, lse, d_o, dq, dk, dv, softmax_scale, causal, window[0], window[1], softcap,
+        deterministic, stream, workspace,
+    )
+
+
+def backward_workspace_size(
+    q, k, v, out, lse, d_o, dq, dk, dv, softmax_scale, causal, window, softcap, deterministic
+):
+    """Bytes of device workspace run_backward() needs for these arguments."""
+    return native().backward_workspace_size(
+        q, k, v, out, lse, d_o, dq, dk, dv, softmax_scale, causal, window[0], window[1], softcap,
+        deterministic,
+    )
+
+
 def last_provider():
     return getattr(_state, "provider", None)

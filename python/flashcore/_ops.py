@@ -1,6 +1,8 @@
 """torch integration, imported only when torch is: eager calls go straight to the extension on
-the current stream; under torch.compile they go through the custom op flashcore::attention, which
-the compiler and CUDA graphs see as one opaque node with a fake (meta) implementation."""
+the current stream; under torch.compile, and whenever q, k or v require grad, they go through the
+custom op flashcore::attention, which the compiler and CUDA graphs see as one opaque node with a
+fake (meta) implementation. Its autograd formula saves only out and lse (never P) and calls the
+custom op flashcore::attention_backward."""
 
 import torch
 
@@ -41,10 +43,12 @@ def attention_op(
     num_splits: int = 0,
     tile: str = "auto",
     enable_pdl: bool = True,
+    deterministic: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns (out, lse): out like q but contiguous BSHD, lse float32 [batch, heads_q, seqlen_q].
 
-    softmax_scale 0 means 1/sqrt(head_dim). Runs on the current stream.
+    softmax_scale 0 means 1/sqrt(head_dim). Runs on the current stream. deterministic applies to
+    the backward only.
     """
     lse = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -61,24 +65,86 @@ def attention_op(
 @attention_op.register_fake
 def _attention_fake(
     q, k, v, causal, softmax_scale, window_left, window_right, softcap, backend, num_splits=0,
-    tile="auto", enable_pdl=True,
+    tile="auto", enable_pdl=True, deterministic=False,
 ):
     return q.new_empty(q.shape), q.new_empty(_lse_shape(q), dtype=torch.float32)
 
 
+@torch.library.custom_op("flashcore::attention_backward", mutates_args=())
+def attention_backward_op(
+    d_o: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    causal: bool,
+    softmax_scale: float,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    deterministic: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) of the forward that made out and lse, like q, k and v (contiguous BSHD)."""
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    args = (q, k, v, out, lse, d_o, dq, dk, dv, softmax_scale, causal, (window_left, window_right),
+            softcap, deterministic)
+    size = _core.backward_workspace_size(*args)
+    workspace = torch.empty(size, dtype=torch.uint8, device=q.device)
+    _core.run_backward(*args, _current_stream(q), workspace)
+    return dq, dk, dv
+
+
+@attention_backward_op.register_fake
+def _attention_backward_fake(
+    d_o, q, k, v, out, lse, causal, softmax_scale, window_left, window_right, softcap,
+    deterministic,
+):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, causal, softmax_scale, window_left, window_right, softcap = inputs[:8]
+    deterministic = inputs[12] if len(inputs) > 12 else False
+    out, lse = output
+    # Only the inputs and the forward's out and lse: the backward recomputes P tile by tile.
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.options = (causal, softmax_scale, window_left, window_right, softcap, deterministic)
+
+
+def _backward(ctx, grad_out, grad_lse):
+    q, k, v, out, lse = ctx.saved_tensors
+    if grad_out is None:
+        grad_out = torch.zeros_like(out)
+    # The backward kernels read dO with unit last stride and 16-byte aligned rows.
+    dq, dk, dv = attention_backward_op(grad_out.contiguous(), q, k, v, out, lse, *ctx.options)
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None
+
+
+attention_op.register_autograd(_backward, setup_context=_setup_context)
+
+
 def attention(
-    q, k, v, causal, softmax_scale, window, softcap, return_lse, kernel, out, lse_out, stream
+    q, k, v, causal, softmax_scale, window, softcap, return_lse, kernel, out, lse_out, stream,
+    deterministic=False,
 ):
     """flashcore.attention for torch tensors (arguments already normalized; kernel is
     (backend, num_splits, tile, enable_pdl))."""
-    if torch.compiler.is_compiling():
+    needs_grad = torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)
+    )
+    if torch.compiler.is_compiling() or needs_grad:
         if stream is not None:
             raise ValueError(
-                "stream= is not supported under torch.compile; the op runs on the "
-                "current stream (use torch.cuda.stream(...))"
+                "stream= is not supported under torch.compile or when q, k or v requires grad; "
+                "the op runs on the current stream (use torch.cuda.stream(...))"
+            )
+        if needs_grad and (out is not None or lse_out is not None):
+            raise ValueError(
+                "out= and lse_out= are not differentiable: drop them when q, k or v requires grad"
             )
         o, lse = attention_op(
-            q, k, v, causal, softmax_scale, window[0], window[1], softcap, *kernel
+            q, k, v, causal, softmax_scale, window[0], window[1], softcap, *kernel, deterministic
         )
         if out is not None:
             o = out.copy_(o)
@@ -92,11 +158,6 @@ def attention(
                 f"{name} is a {type(tensor).__name__} but q is a torch.Tensor; pass "
                 "torch tensors throughout"
             )
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        raise ValueError(
-            "q, k or v requires grad, but flashcore.attention is forward-only: call it "
-            "under torch.no_grad() / torch.inference_mode() or pass detached tensors"
-        )
     if out is None:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     if return_lse and lse_out is None:

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "api/backend_registry.hpp"
+#include "backward_ext.hpp"
+#include "ext_support.hpp"
 #include "flashcore/attention.hpp"
 #include "flex_args.hpp"
 
@@ -144,48 +146,6 @@ flashcore::Backend backend_from(const std::string& name) {
   for (const std::string& provider : provider_names()) known += ", '" + provider + "'";
   throw nb::value_error(("backend '" + name + "' is unknown; use one of " + known).c_str());
 }
-
-void raise_status(const flashcore::Status& status) {
-  switch (status.code) {
-    case flashcore::StatusCode::kOk:
-      return;
-    case flashcore::StatusCode::kInvalidArgument:
-    case flashcore::StatusCode::kUnsupported:
-      throw nb::value_error(status.message.c_str());
-    case flashcore::StatusCode::kNoDevice:
-    case flashcore::StatusCode::kCudaError:
-      throw std::runtime_error(status.message);
-  }
-}
-
-// Makes the arrays' device current for the call and restores the caller's device afterwards, as
-// a framework's device guard would: flashcore::run works on the current device.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) {
-      cudaGetLastError();
-      throw std::runtime_error("no CUDA device: flashcore needs an NVIDIA GPU (sm_80 or newer)");
-    }
-    if (previous_ != device) {
-      if (const cudaError_t err = cudaSetDevice(device); err != cudaSuccess) {
-        cudaGetLastError();
-        throw std::runtime_error(std::string("cannot make cuda:") + std::to_string(device) +
-                                 " current: " + cudaGetErrorString(err));
-      }
-      restore_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (restore_) cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  bool restore_ = false;
-};
 
 flashcore::TileShape tile_from(const std::string& name) {
   flashcore::TileShape tile = flashcore::TileShape::kAuto;
@@ -336,11 +296,11 @@ size_t workspace_size(const Array& q, const Array& k, const Array& v, const Muta
   size_t bytes = 0;
   {
     nb::gil_scoped_release release;
-    DeviceGuard guard(device);
+    flashcore_python::DeviceGuard guard(device);
     status = flashcore::can_implement(params);
     if (status.ok()) bytes = flashcore::workspace_size(params);
   }
-  raise_status(status);
+  flashcore_python::raise_status(status);
   return bytes;
 }
 
@@ -369,10 +329,10 @@ std::string attention(const Array& q, const Array& k, const Array& v, const Muta
     // run() only validates and enqueues (no synchronization), but it goes through the CUDA driver
     // and its locks; other Python threads need not wait for that.
     nb::gil_scoped_release release;
-    DeviceGuard guard(device);
+    flashcore_python::DeviceGuard guard(device);
     status = flashcore::run(params, &info);
   }
-  raise_status(status);
+  flashcore_python::raise_status(status);
   return info.provider;
 }
 
@@ -402,4 +362,5 @@ NB_MODULE(_flashcore, m) {
   m.def("plug_unfused", &plug_unfused, "backend"_a,
         "Plugs the unfused baseline (flashcore._unfused) into this module's registry.");
   flashcore_python::bind_flex(m);
+  flashcore_python::bind_backward(m);
 }

@@ -58,6 +58,8 @@ bool strides_do_not_overlap(std::array<Extent, 4> dims) {
   return true;
 }
 
+}  // namespace
+
 Status check_tensor(const char* name, const void* data, DType dtype, DType expected_dtype,
                     const Strides& s, int64_t batch, int64_t seqlen, int64_t heads,
                     int64_t head_dim, bool is_output) {
@@ -114,8 +116,6 @@ Status check_device_pointer(const char* name, const void* data) {
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 Status validate_arguments(const AttentionParams& p) {
   const std::array<std::pair<const char*, int64_t>, 6> sizes{{{"batch", p.batch},

@@ -19,6 +19,16 @@ Status validate_varlen_arguments(const AttentionParams& params);
 // (src/api/validate_flex.cpp).
 Status validate_flex_arguments(const AttentionParams& params);
 
+// One tensor argument: non-null, of expected_dtype, last dim contiguous, rows 16-byte aligned,
+// offsets within int64, and (outputs) no two elements at one address. name appears in messages.
+// The backward's validation (api/validate_backward.cpp) checks its tensors with it too.
+Status check_tensor(const char* name, const void* data, DType dtype, DType expected_dtype,
+                    const Strides& s, int64_t batch, int64_t seqlen, int64_t heads,
+                    int64_t head_dim, bool is_output);
+
+// That data is device (or managed) memory CUDA knows.
+Status check_device_pointer(const char* name, const void* data);
+
 // The current device (architecture) and that every pointer is device memory. Fills properties.
 Status validate_device(const AttentionParams& params, cudaDeviceProp* properties);
 

@@ -138,6 +138,7 @@ def test_bad_arrays_raise_naming_the_argument(change, error, message):
         (dict(num_splits=1.5), TypeError, r"num_splits must be an int"),
         (dict(num_splits=True), TypeError, r"num_splits must be an int"),
         (dict(enable_pdl=1), TypeError, r"enable_pdl must be a bool"),
+        (dict(deterministic=1), TypeError, r"deterministic must be a bool"),
     ],
 )
 def test_bad_options_raise_naming_the_argument(kwargs, error, message):

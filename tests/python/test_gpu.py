@@ -418,9 +418,14 @@ def test_bad_arguments_raise_and_launch_nothing(case):
     assert bool((out == 7.0).all()), "a rejected call wrote its output"
 
 
-def test_requires_grad_is_rejected():
+def test_requires_grad_refuses_out_and_stream():
+    """Gradients go through the custom op (tests/python/test_backward_gpu.py), which writes its own
+    out and runs on the current stream."""
     q, k, v = inputs(1, 64, 64, 4, 4, 64, torch.float16)
-    with pytest.raises(ValueError, match="forward-only"):
-        flashcore.attention(q.requires_grad_(), k, v)
+    q.requires_grad_()
+    with pytest.raises(ValueError, match="not differentiable"):
+        flashcore.attention(q, k, v, out=torch.empty_like(q))
+    with pytest.raises(ValueError, match="stream= is not supported"):
+        flashcore.attention(q, k, v, stream=torch.cuda.current_stream().cuda_stream)
     with torch.no_grad():
         flashcore.attention(q, k, v)

@@ -46,8 +46,10 @@ int64_t offset(const Strides& s, int64_t b, int64_t i, int64_t h) {
   return b * s.batch + i * s.seq + h * s.head;
 }
 
-CaseTensor make_tensor(const AttentionCase& c, int64_t seqlen, int64_t heads, std::mt19937_64* rng,
-                       bool fill) {
+}  // namespace
+
+CaseTensor make_case_tensor(const AttentionCase& c, int64_t seqlen, int64_t heads,
+                            std::mt19937_64* rng, bool fill) {
   CaseTensor t{
       c.batch, seqlen, heads, c.head_dim, layout_strides(c.layout, seqlen, heads, c.head_dim),
       0,       {},     {}};
@@ -74,8 +76,6 @@ CaseTensor make_tensor(const AttentionCase& c, int64_t seqlen, int64_t heads, st
   }
   return t;
 }
-
-}  // namespace
 
 bool cuda_device_available(std::string* why) {
   int count = 0;
@@ -135,10 +135,10 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 CaseData::CaseData(const AttentionCase& c) : c_(c), seed_(std::random_device{}()) {
   std::mt19937_64 rng(seed_);
-  q_ = make_tensor(c, c.seqlen_q, c.heads_q, &rng, true);
-  k_ = make_tensor(c, c.seqlen_k, c.heads_kv, &rng, true);
-  v_ = make_tensor(c, c.seqlen_k, c.heads_kv, &rng, true);
-  o_ = make_tensor(c, c.seqlen_q, c.heads_q, &rng, false);
+  q_ = make_case_tensor(c, c.seqlen_q, c.heads_q, &rng, true);
+  k_ = make_case_tensor(c, c.seqlen_k, c.heads_kv, &rng, true);
+  v_ = make_case_tensor(c, c.seqlen_k, c.heads_kv, &rng, true);
+  o_ = make_case_tensor(c, c.seqlen_q, c.heads_q, &rng, false);
   lse_ = DeviceBuffer(static_cast<size_t>(c.batch * c.heads_q * c.seqlen_q) * sizeof(float));
 }
 
@@ -164,6 +164,10 @@ AttentionParams CaseData::params(Backend backend) const {
   return p;
 }
 
+void poison_case_tensor(const CaseTensor& t) {
+  cudaMemset(t.device.get(), 0xFF, t.elements * sizeof(uint16_t));
+}
+
 void CaseData::poison_outputs() {
   cudaMemset(o_.device.get(), 0xFF, o_.elements * sizeof(uint16_t));
   cudaMemset(lse_.get(), 0xFF, lse_.bytes());  // 0xFFFFFFFF is a float NaN
@@ -174,20 +178,19 @@ void CaseData::compute_reference() {
                            &ref_lse_);
 }
 
-std::vector<double> CaseData::read_o(bool* padding_untouched) const {
-  std::vector<uint16_t> bits(o_.elements);
-  cudaMemcpy(bits.data(), o_.device.get(), bits.size() * sizeof(uint16_t), cudaMemcpyDeviceToHost);
+std::vector<double> read_case_tensor(const CaseTensor& t, DType dtype, bool* padding_untouched) {
+  std::vector<uint16_t> bits(t.elements);
+  cudaMemcpy(bits.data(), t.device.get(), bits.size() * sizeof(uint16_t), cudaMemcpyDeviceToHost);
   std::vector<bool> is_element(bits.size(), false);
-  std::vector<double> values(
-      static_cast<size_t>(c_.batch * c_.seqlen_q * c_.heads_q * c_.head_dim));
+  std::vector<double> values(static_cast<size_t>(t.batch * t.seqlen * t.heads * t.head_dim));
   size_t index = 0;
-  for (int64_t b = 0; b < c_.batch; ++b) {
-    for (int64_t i = 0; i < c_.seqlen_q; ++i) {
-      for (int64_t h = 0; h < c_.heads_q; ++h) {
-        for (int64_t d = 0; d < c_.head_dim; ++d) {
-          const size_t at = static_cast<size_t>(offset(o_.strides, b, i, h) + d);
+  for (int64_t b = 0; b < t.batch; ++b) {
+    for (int64_t i = 0; i < t.seqlen; ++i) {
+      for (int64_t h = 0; h < t.heads; ++h) {
+        for (int64_t d = 0; d < t.head_dim; ++d) {
+          const size_t at = static_cast<size_t>(offset(t.strides, b, i, h) + d);
           is_element[at] = true;
-          values[index++] = from_bits(bits[at], c_.dtype);
+          values[index++] = from_bits(bits[at], dtype);
         }
       }
     }
@@ -197,6 +200,10 @@ std::vector<double> CaseData::read_o(bool* padding_untouched) const {
     if (!is_element[at] && bits[at] != kPoisonBits) *padding_untouched = false;
   }
   return values;
+}
+
+std::vector<double> CaseData::read_o(bool* padding_untouched) const {
+  return read_case_tensor(o_, c_.dtype, padding_untouched);
 }
 
 std::vector<float> CaseData::read_lse() const {

@@ -84,6 +84,16 @@ struct CaseTensor {
   DeviceBuffer device;
 };
 
+// A tensor of c's dtype and layout with `heads` heads of `seqlen` rows: filled with fresh normal
+// values from rng (the padding poisoned), or, with fill false, allocated only (poison it before a
+// kernel writes it). The backward's tests build their dO and gradients with it.
+CaseTensor make_case_tensor(const AttentionCase& c, int64_t seqlen, int64_t heads,
+                            std::mt19937_64* rng, bool fill);
+// Reads t back in contiguous BSHD order and checks that its padding still holds the poison.
+std::vector<double> read_case_tensor(const CaseTensor& t, DType dtype, bool* padding_untouched);
+// Fills t's whole allocation (padding included) with NaN bits, so unwritten elements cannot pass.
+void poison_case_tensor(const CaseTensor& t);
+
 // Everything a test needs for one case: inputs, the reference, poisoned outputs.
 class CaseData {
  public:

@@ -1,0 +1,57 @@
+"""Times torch's SDPA backward (cuDNN and FlashAttention-2 backends) on the shapes of
+tests/gpu/time_backward.cpp, so that flashcore's backward has its peers from the same machine:
+the median of 20 backward passes (torch.autograd.grad of one forward's output) after 3 warm-ups,
+CUDA events, bf16/fp16 BHSD tensors."""
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+import torch.nn.functional as F
+
+WARMUP, ITERATIONS = 3, 20
+SHAPES = [  # batch, heads, seqlen, head_dim, causal, dtype
+    (4, 16, 4096, 128, False, torch.bfloat16),
+    (4, 16, 4096, 128, True, torch.bfloat16),
+    (2, 16, 8192, 128, False, torch.bfloat16),
+    (2, 16, 8192, 128, True, torch.bfloat16),
+    (4, 32, 4096, 64, False, torch.bfloat16),
+    (4, 32, 4096, 64, True, torch.bfloat16),
+    (4, 16, 4096, 128, False, torch.float16),
+]
+BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION}
+
+
+def median_ms(fn):
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for i in range(WARMUP + ITERATIONS):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        if i >= WARMUP:
+            times.append(start.elapsed_time(stop))
+    return sorted(times)[len(times) // 2]
+
+
+def main():
+    print(torch.__version__, torch.cuda.get_device_name(), "cudnn", torch.backends.cudnn.version())
+    for b, h, s, d, causal, dtype in SHAPES:
+        q, k, v, d_o = (torch.randn(b, h, s, d, device="cuda", dtype=dtype) for _ in range(4))
+        for t in (q, k, v):
+            t.requires_grad_(True)
+        fwd_flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0)
+        line = f"B{b} H{h} S{s} D{d} {str(dtype)[6:]}{' causal' if causal else ''}"
+        for name, backend in BACKENDS.items():
+            try:
+                with sdpa_kernel([backend]):
+                    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    ms = median_ms(
+                        lambda: torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True))
+                line += f" | {name} bwd {ms:.3f} ms {2.5 * fwd_flops / ms / 1e9:.1f} TFLOP/s"
+            except RuntimeError as error:  # a backend that does not take the shape
+                line += f" | {name} n/a ({str(error).splitlines()[0][:60]})"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

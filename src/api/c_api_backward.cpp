@@ -1,0 +1,78 @@
+// The C ABI of the backward: translates flashcore_backward_params to BackwardParams.
+#include <string>
+
+#include "api/c_api_status.hpp"
+#include "flashcore/backward.hpp"
+#include "flashcore/flashcore.h"
+
+namespace {
+
+flashcore::Strides to_strides(const flashcore_strides& s) { return {s.batch, s.seq, s.head, 1}; }
+
+// The C struct as BackwardParams; false (with the error kept) for a bad dtype.
+bool to_params(const flashcore_backward_params& c, flashcore::BackwardParams* p) {
+  if (c.dtype != FLASHCORE_FLOAT16 && c.dtype != FLASHCORE_BFLOAT16) {
+    flashcore::detail::c_api_fail(FLASHCORE_INVALID_ARGUMENT,
+                                  "dtype must be FLASHCORE_FLOAT16 or FLASHCORE_BFLOAT16");
+    return false;
+  }
+  const flashcore::DType dtype =
+      c.dtype == FLASHCORE_FLOAT16 ? flashcore::DType::kFloat16 : flashcore::DType::kBFloat16;
+  p->batch = c.batch;
+  p->seqlen_q = c.seqlen_q;
+  p->seqlen_k = c.seqlen_k;
+  p->heads_q = c.heads_q;
+  p->heads_kv = c.heads_kv;
+  p->head_dim = c.head_dim;
+  p->q = {c.q, dtype, to_strides(c.q_strides)};
+  p->k = {c.k, dtype, to_strides(c.k_strides)};
+  p->v = {c.v, dtype, to_strides(c.v_strides)};
+  p->o = {c.o, dtype, to_strides(c.o_strides)};
+  p->d_o = {c.d_o, dtype, to_strides(c.do_strides)};
+  p->lse = c.lse;
+  p->dq = {c.dq, dtype, to_strides(c.dq_strides)};
+  p->dk = {c.dk, dtype, to_strides(c.dk_strides)};
+  p->dv = {c.dv, dtype, to_strides(c.dv_strides)};
+  p->softmax_scale = c.softmax_scale;
+  p->causal = c.causal != 0;
+  p->window_left = c.window_left;
+  p->window_right = c.window_right;
+  p->softcap = c.softcap;
+  p->deterministic = c.deterministic != 0;
+  return true;
+}
+
+}  // namespace
+
+extern "C" {
+
+void flashcore_backward_params_init(flashcore_backward_params* params) {
+  if (params == nullptr) return;
+  *params = flashcore_backward_params{};
+  params->window_left = -1;
+  params->window_right = -1;
+}
+
+size_t flashcore_backward_workspace_bytes(const flashcore_backward_params* c) {
+  if (c == nullptr) {
+    flashcore::detail::c_api_fail(FLASHCORE_INVALID_ARGUMENT, "params is null");
+    return 0;
+  }
+  flashcore::BackwardParams p;
+  if (!to_params(*c, &p)) return 0;
+  const size_t bytes = flashcore::backward_workspace_bytes(p);
+  if (bytes == 0) flashcore::detail::c_api_result(flashcore::can_implement_backward(p));
+  return bytes;
+}
+
+flashcore_status flashcore_attention_backward(const flashcore_backward_params* c) {
+  if (c == nullptr) {
+    return flashcore::detail::c_api_fail(FLASHCORE_INVALID_ARGUMENT, "params is null");
+  }
+  flashcore::BackwardParams p;
+  if (!to_params(*c, &p)) return FLASHCORE_INVALID_ARGUMENT;
+  return flashcore::detail::c_api_result(flashcore::run_backward(
+      p, c->workspace, c->workspace_bytes, static_cast<cudaStream_t>(c->stream)));
+}
+
+}  // extern "C"

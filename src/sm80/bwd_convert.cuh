@@ -1,0 +1,51 @@
+// The backward's last kernel: dQ = scale * the fp32 accumulators of the main kernel, converted to
+// the output dtype and stored with the caller's strides. One 16-byte chunk (8 elements) per thread.
+#pragma once
+
+#include <cstdint>
+
+#include "common/launch.hpp"
+#include "sm80/bwd_params.hpp"
+#include "sm80/kernel_traits.hpp"
+#include "sm80/tile_io.hpp"
+
+namespace flashcore::sm80 {
+
+inline constexpr int kConvertThreads = 128;
+
+template <typename Traits>
+__global__ void __launch_bounds__(kConvertThreads)
+    bwd_convert_kernel(const __grid_constant__ BwdParams p) {
+  using Element = typename Traits::Element;
+  constexpr int kThreadsPerRow = Traits::kChunksPerRow;
+  constexpr int kRowsPerCta = kConvertThreads / kThreadsPerRow;
+  const int row = blockIdx.x * kRowsPerCta + threadIdx.x / kThreadsPerRow;
+  const int chunk = threadIdx.x % kThreadsPerRow;
+  const int head = blockIdx.y, batch = blockIdx.z;
+  if (row >= p.seqlen_q) return;
+  const float* src = p.dq_accum +
+                     ((static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q_rounded + row) *
+                         Traits::kHeadDim +
+                     chunk * kChunkElems;
+  const float4 lo = *reinterpret_cast<const float4*>(src);
+  const float4 hi = *reinterpret_cast<const float4*>(src + 4);
+  uint32_t packed[4] = {pack2<Element>(lo.x * p.scale, lo.y * p.scale),
+                        pack2<Element>(lo.z * p.scale, lo.w * p.scale),
+                        pack2<Element>(hi.x * p.scale, hi.y * p.scale),
+                        pack2<Element>(hi.z * p.scale, hi.w * p.scale)};
+  Element* dst = static_cast<Element*>(p.dq) + batch * p.dq_batch + row * p.dq_seq +
+                 head * p.dq_head + chunk * kChunkElems;
+  *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+}
+
+template <typename Traits>
+cudaError_t launch_bwd_convert(const BwdParams& p, cudaStream_t stream) {
+  constexpr int kRowsPerCta = kConvertThreads / Traits::kChunksPerRow;
+  detail::LaunchShape shape;
+  shape.grid = dim3(static_cast<unsigned>((p.seqlen_q + kRowsPerCta - 1) / kRowsPerCta),
+                    static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
+  shape.threads = kConvertThreads;
+  return detail::launch_kernel(bwd_convert_kernel<Traits>, shape, stream, p);
+}
+
+}  // namespace flashcore::sm80

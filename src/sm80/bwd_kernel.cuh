@@ -1,0 +1,248 @@
+// The sm80 backward kernel (FlashAttention-2's backward schedule, on mma.sync): one CTA per
+// (key block, kv head, batch). K and V of its kBlockN keys stay in shared memory; it walks the
+// query blocks that see any of its keys (common/key_block_rows.hpp), for every query head of the
+// kv head's group, and per step recomputes P from Q K^T and the forward's LSE:
+//   dP^T = V dO^T,  S^T = K Q^T,  P and dS (bwd_mainloop.hpp) into shared memory,
+//   dV += P^T dO,   dK += dS^T Q  (registers, the whole walk: GQA's sum over the group's heads is
+//                                  this loop, with no atomics),
+//   dQ += dS K      (fp32 atomics into the workspace; bwd_convert.cuh scales and converts it).
+// How the warps split each GEMM: bwd_kernel_traits.hpp. Q, dO and the step's LSE and D rows are
+// double-buffered: step s + 1's copies land while step s computes. Deterministic mode orders the dQ
+// adds (bwd_dq_order.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "common/key_block_rows.hpp"
+#include "common/launch.hpp"
+#include "sm80/bwd_dq_order.hpp"
+#include "sm80/bwd_mainloop.hpp"
+#include "sm80/bwd_params.hpp"
+#include "sm80/tile_io.hpp"
+
+namespace flashcore::sm80 {
+
+// The query blocks [begin, end) that key block n_block sees.
+template <typename Traits>
+__device__ __forceinline__ RowRange<int> query_blocks_of(const BwdParams& p, int n_block) {
+  const int key_begin = n_block * Traits::kBlockN;
+  const int key_end = min(key_begin + Traits::kBlockN, p.seqlen_k);
+  const RowRange<int> rows = rows_seeing_keys(p.mask, key_begin, key_end);
+  if (rows.begin == rows.end) return {0, 0};
+  return {rows.begin / Traits::kBlockM, (rows.end + Traits::kBlockM - 1) / Traits::kBlockM};
+}
+
+// dK (times the softmax scale) and dV of the warp's 16 keys and kPartOutNTiles n8 tiles of dims
+// (from first_ntile), in the output dtype; keys past seqlen_k are not stored. One 32-bit store per
+// fragment register pair.
+template <typename Traits>
+__device__ __forceinline__ void store_key_grads(const BwdParams& p, int key_row0, int first_ntile,
+                                                int kv_head, int batch, int lane,
+                                                const float (&dk)[Traits::kPartOutNTiles][4],
+                                                const float (&dv)[Traits::kPartOutNTiles][4]) {
+  using Element = typename Traits::Element;
+  auto* dk_out = static_cast<Element*>(p.dk) + batch * p.dk_batch + kv_head * p.dk_head;
+  auto* dv_out = static_cast<Element*>(p.dv) + batch * p.dv_batch + kv_head * p.dv_head;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int key = key_row0 + lane / 4 + 8 * half;
+    if (key >= p.seqlen_k) continue;
+#pragma unroll
+    for (int dt = 0; dt < Traits::kPartOutNTiles; ++dt) {
+      const int dim = (first_ntile + dt) * kMmaN + 2 * (lane % 4);
+      *reinterpret_cast<uint32_t*>(dk_out + key * p.dk_seq + dim) =
+          pack2<Element>(dk[dt][2 * half] * p.scale, dk[dt][2 * half + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dv_out + key * p.dv_seq + dim) =
+          pack2<Element>(dv[dt][2 * half], dv[dt][2 * half + 1]);
+    }
+  }
+}
+
+template <typename Traits, bool kDeterministic>
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
+    bwd_kernel(const __grid_constant__ BwdParams p) {
+  using Element = typename Traits::Element;
+  extern __shared__ __align__(128) char smem[];
+  char* const k_tile = smem;
+  char* const v_tile = smem + Traits::kVOffset;
+  char* const p_tile = smem + Traits::kPOffset;
+  char* const ds_tile = smem + Traits::kDsOffset;
+
+  const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
+  const int n_block = blockIdx.x, kv_head = blockIdx.y, batch = blockIdx.z;
+  const int key0 = n_block * Traits::kBlockN;
+  // The first of the warp's 16 keys in the CTA's key block (dP^T, S^T, dK, dV), and of its 16
+  // query rows in each query block (dQ); its part of the query rows (dP^T, S^T) and of the head
+  // dims (dK, dV, dQ).
+  const int warp_m16 = (warp % Traits::kKeyTiles) * kMmaM;
+  const int part = warp / Traits::kKeyTiles;
+  const int first_query_ntile = part * Traits::kPartQueryNTiles;
+  const int first_dim_ntile = part * Traits::kPartOutNTiles;
+
+  float dk[Traits::kPartOutNTiles][4], dv[Traits::kPartOutNTiles][4];
+#pragma unroll
+  for (int dt = 0; dt < Traits::kPartOutNTiles; ++dt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[dt][e] = dv[dt][e] = 0.f;
+  }
+
+  const RowRange<int> m_blocks = query_blocks_of<Traits>(p, n_block);
+  const int blocks_per_head = m_blocks.end - m_blocks.begin;
+  // Keys no query sees (all of this CTA's when the range is empty) get zero gradients.
+  const int steps = blocks_per_head * p.kv_group;
+
+  struct Step {
+    int head, m_block;
+  };
+  auto step_at = [&](int s) {
+    return Step{kv_head * p.kv_group + s / blocks_per_head, m_blocks.begin + s % blocks_per_head};
+  };
+  // Q, dO, LSE (log2) and D of a step into its stage's buffers; zero-filled past seqlen_q.
+  auto load_step = [&](int s, int stage) {
+    const Step at = step_at(s);
+    const int row0 = at.m_block * Traits::kBlockM;
+    load_tile_async<Traits, Traits::kBlockM>(
+        smem + Traits::kQOffset + stage * Traits::kQBytes,
+        static_cast<const Element*>(p.q) + batch * p.q_batch + at.head * p.q_head + row0 * p.q_seq,
+        p.q_seq, p.seqlen_q - row0, Traits::kHeadDim, tid);
+    load_tile_async<Traits, Traits::kBlockM>(smem + Traits::kDoOffset + stage * Traits::kQBytes,
+                                             static_cast<const Element*>(p.d_o) +
+                                                 batch * p.do_batch + at.head * p.do_head +
+                                                 row0 * p.do_seq,
+                                             p.do_seq, p.seqlen_q - row0, Traits::kHeadDim, tid);
+    // The workspace rows are padded to whole blocks: plain 16-byte copies, the first threads LSE
+    // and the next D.
+    constexpr int kStatChunks = Traits::kRowStatBytes / static_cast<int>(sizeof(Chunk));
+    if (tid < 2 * kStatChunks) {
+      const bool is_lse = tid < kStatChunks;
+      const int chunk = is_lse ? tid : tid - kStatChunks;
+      const int64_t row_at =
+          (static_cast<int64_t>(batch) * p.heads_q + at.head) * p.seqlen_q_rounded + row0;
+      const float* src = (is_lse ? p.lse_log2 : p.delta) + row_at + chunk * 4;
+      char* dst = smem + (is_lse ? Traits::kLseOffset : Traits::kDeltaOffset) +
+                  stage * Traits::kRowStatBytes + chunk * static_cast<int>(sizeof(Chunk));
+      cute::SM80_CP_ASYNC_CACHEGLOBAL<Chunk>::copy(*reinterpret_cast<const Chunk*>(src),
+                                                   *reinterpret_cast<Chunk*>(dst));
+    }
+  };
+
+  if (steps > 0) {
+    const Element* k_src =
+        static_cast<const Element*>(p.k) + batch * p.k_batch + kv_head * p.k_head + key0 * p.k_seq;
+    const Element* v_src =
+        static_cast<const Element*>(p.v) + batch * p.v_batch + kv_head * p.v_head + key0 * p.v_seq;
+    load_tile_async<Traits, Traits::kBlockN>(k_tile, k_src, p.k_seq, p.seqlen_k - key0,
+                                             Traits::kHeadDim, tid);
+    load_tile_async<Traits, Traits::kBlockN>(v_tile, v_src, p.v_seq, p.seqlen_k - key0,
+                                             Traits::kHeadDim, tid);
+    load_step(0, 0);
+    cute::cp_async_fence();
+  }
+  for (int s = 0; s < steps; ++s) {
+    const int stage = s % Traits::kStages;
+    // The next step's buffers were last read in step s - 1, which ended with a barrier.
+    if (s + 1 < steps) {
+      load_step(s + 1, (s + 1) % Traits::kStages);
+      cute::cp_async_fence();
+      cute::cp_async_wait<1>();
+    } else {
+      cute::cp_async_wait<0>();
+    }
+    __syncthreads();
+    const Step at = step_at(s);
+    const int row0 = at.m_block * Traits::kBlockM;
+    const char* q_tile = smem + Traits::kQOffset + stage * Traits::kQBytes;
+    const char* do_tile = smem + Traits::kDoOffset + stage * Traits::kQBytes;
+    const auto* lse_log2 =
+        reinterpret_cast<const float*>(smem + Traits::kLseOffset + stage * Traits::kRowStatBytes);
+    const auto* delta =
+        reinterpret_cast<const float*>(smem + Traits::kDeltaOffset + stage * Traits::kRowStatBytes);
+    // Interior tiles of the mask skip the per-element test (the key tail is a boundary: end_key
+    // never passes seqlen_k). Rows past seqlen_q need none: their LSE is +inf.
+    const bool needs_mask = !p.mask.tile_fully_visible(
+        row0, min(row0 + Traits::kBlockM, p.seqlen_q), key0, key0 + Traits::kBlockN);
+
+    // The warp's part of P^T and dS^T into shared memory, for every warp of its key tile.
+    {
+      constexpr int kN = Traits::kPartQueryNTiles;
+      float dp[kN][4], st[kN][4];
+      gemm_key_major<Traits, kN>(v_tile, warp_m16, do_tile, first_query_ntile, lane, dp);
+      gemm_key_major<Traits, kN>(k_tile, warp_m16, q_tile, first_query_ntile, lane, st);
+      probabilities_and_ds<kN>(p, needs_mask, row0 + first_query_ntile * kMmaN, key0 + warp_m16,
+                               lane, lse_log2 + first_query_ntile * kMmaN,
+                               delta + first_query_ntile * kMmaN, st, dp);
+      uint32_t packed[kN / 2][4];
+      pack_key_major<Traits, kN>(st, packed);
+      store_key_major<Traits, kN / 2>(p_tile, warp_m16, first_query_ntile / 2, lane, packed);
+      pack_key_major<Traits, kN>(dp, packed);
+      store_key_major<Traits, kN / 2>(ds_tile, warp_m16, first_query_ntile / 2, lane, packed);
+    }
+    __syncthreads();
+    {
+      uint32_t operand[Traits::kQueryKSteps][4];
+      load_key_major_operand<Traits>(p_tile, warp_m16, lane, operand);
+      gemm_operand_by_tile<Traits, Traits::kQueryKSteps, Traits::kPartOutNTiles>(
+          operand, do_tile, first_dim_ntile, lane, dv);
+      load_key_major_operand<Traits>(ds_tile, warp_m16, lane, operand);
+      gemm_operand_by_tile<Traits, Traits::kQueryKSteps, Traits::kPartOutNTiles>(
+          operand, q_tile, first_dim_ntile, lane, dk);
+    }
+
+    // dQ of the warp's 16 query rows and part of the dims, over this CTA's keys.
+    uint32_t ds_rows[Traits::kKeyKSteps][4];
+    load_ds_operand<Traits>(ds_tile, warp_m16, lane, ds_rows);
+    float dq[Traits::kPartOutNTiles][4];
+#pragma unroll
+    for (int dt = 0; dt < Traits::kPartOutNTiles; ++dt)
+      dq[dt][0] = dq[dt][1] = dq[dt][2] = dq[dt][3] = 0.f;
+    gemm_operand_by_tile<Traits, Traits::kKeyKSteps, Traits::kPartOutNTiles>(
+        ds_rows, k_tile, first_dim_ntile, lane, dq);
+    int* const semaphore =
+        kDeterministic
+            ? p.dq_semaphore +
+                  (static_cast<int64_t>(batch) * p.heads_q + at.head) * p.num_m_blocks + at.m_block
+            : nullptr;
+    if constexpr (kDeterministic) {
+      wait_for_turn(semaphore, n_block - first_key_block_seeing<Traits::kBlockN>(p, row0, n_block));
+    }
+    float* const dq_rows =
+        p.dq_accum + ((static_cast<int64_t>(batch) * p.heads_q + at.head) * p.seqlen_q_rounded +
+                      row0 + warp_m16) *
+                         Traits::kHeadDim;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      if (row0 + warp_m16 + lane / 4 + 8 * half >= p.seqlen_q) continue;
+      float* row = dq_rows + (lane / 4 + 8 * half) * Traits::kHeadDim;
+#pragma unroll
+      for (int dt = 0; dt < Traits::kPartOutNTiles; ++dt) {
+        const int dim = (first_dim_ntile + dt) * kMmaN + 2 * (lane % 4);
+        atomicAdd(row + dim, dq[dt][2 * half]);
+        atomicAdd(row + dim + 1, dq[dt][2 * half + 1]);
+      }
+    }
+    if constexpr (kDeterministic) pass_turn(semaphore);
+    // Every warp is done with this stage's Q, dO and the P^T and dS^T tiles before they are
+    // refilled.
+    __syncthreads();
+  }
+  store_key_grads<Traits>(p, key0 + warp_m16, first_dim_ntile, kv_head, batch, lane, dk, dv);
+}
+
+template <typename Traits, bool kDeterministic>
+cudaError_t launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
+  const auto kernel = bwd_kernel<Traits, kDeterministic>;
+  if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             Traits::kSmemBytes);
+      err != cudaSuccess) {
+    return err;
+  }
+  detail::LaunchShape shape;
+  // Key blocks fastest: deterministic mode's waits point only at CTAs dispatched earlier.
+  shape.grid = dim3(static_cast<unsigned>(p.num_n_blocks), static_cast<unsigned>(p.heads_kv),
+                    static_cast<unsigned>(p.batch));
+  shape.threads = Traits::kThreads;
+  shape.smem_bytes = Traits::kSmemBytes;
+  return detail::launch_kernel(kernel, shape, stream, p);
+}
+
+}  // namespace flashcore::sm80

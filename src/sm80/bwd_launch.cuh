@@ -1,0 +1,43 @@
+// The definition behind bwd_launch.hpp, for the sm80_bwd_hd<D>.cu files only: a file that includes
+// it compiles every kernel it instantiates.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "common/pruning.hpp"
+#include "sm80/bwd_convert.cuh"
+#include "sm80/bwd_kernel.cuh"
+#include "sm80/bwd_kernel_traits.hpp"
+#include "sm80/bwd_launch.hpp"
+#include "sm80/bwd_preprocess.cuh"
+
+namespace flashcore::sm80 {
+
+template <typename Traits>
+cudaError_t launch_backward(const BwdParams& p, bool deterministic, cudaStream_t stream) {
+  constexpr DType kDType =
+      std::is_same_v<typename Traits::Element, __half> ? DType::kFloat16 : DType::kBFloat16;
+  // A dtype this build leaves out (common/pruning.hpp) compiles no kernel; sm80_bwd.cu's list
+  // never calls it, as its rejects() says before any launch.
+  if constexpr (detail::kernel_built(kDType, Traits::kHeadDim)) {
+    if (cudaError_t err = launch_bwd_preprocess<Traits>(p, stream); err != cudaSuccess) return err;
+    const cudaError_t err = deterministic ? launch_bwd_kernel<Traits, true>(p, stream)
+                                          : launch_bwd_kernel<Traits, false>(p, stream);
+    if (err != cudaSuccess) return err;
+    return launch_bwd_convert<Traits>(p, stream);
+  } else {
+    return cudaErrorInvalidDeviceFunction;
+  }
+}
+
+}  // namespace flashcore::sm80
+
+// Both dtypes of head dim D; inside namespace flashcore::sm80.
+#define FLASHCORE_SM80_BWD_INSTANTIATE(D)                                                   \
+  template cudaError_t launch_backward<BwdTraits<__half, D>>(const BwdParams&, bool,        \
+                                                             cudaStream_t);                 \
+  template cudaError_t launch_backward<BwdTraits<__nv_bfloat16, D>>(const BwdParams&, bool, \
+                                                                    cudaStream_t);

@@ -1,0 +1,77 @@
+// The backward's first kernel: per query row, D = rowsum(dO * O) in fp32 and the forward's LSE in
+// the log2 domain, both into the workspace (bwd_params.hpp) where the main kernel copies them a
+// query block at a time. Rows past seqlen_q, and rows that saw no key (LSE -inf), get LSE +inf, so
+// that every P the main kernel recomputes for them is exp2(x - inf) = 0, never exp2(-inf + inf).
+#pragma once
+
+#include <cstdint>
+
+#include "common/fp16_bf16.hpp"
+#include "common/launch.hpp"
+#include "common/online_softmax.hpp"
+#include "sm80/bwd_params.hpp"
+#include "sm80/kernel_traits.hpp"
+#include "sm80/tile_io.hpp"
+
+namespace flashcore::sm80 {
+
+inline constexpr int kPreprocessThreads = 128;
+
+// Threads per row: one 16-byte chunk each. Their partial sums meet by xor-shuffles within the row's
+// group of lanes.
+template <typename Traits>
+__global__ void __launch_bounds__(kPreprocessThreads)
+    bwd_preprocess_kernel(const __grid_constant__ BwdParams p) {
+  using Element = typename Traits::Element;
+  constexpr int kThreadsPerRow = Traits::kChunksPerRow;
+  constexpr int kRowsPerCta = kPreprocessThreads / kThreadsPerRow;
+  static_assert(kWarpSize % kThreadsPerRow == 0, "a row's lanes lie in one warp");
+  const int row = blockIdx.x * kRowsPerCta + threadIdx.x / kThreadsPerRow;
+  const int chunk = threadIdx.x % kThreadsPerRow;
+  const int head = blockIdx.y, batch = blockIdx.z;
+  // The grid covers exactly seqlen_q_rounded rows (a multiple of every kRowsPerCta), so every lane
+  // reaches the shuffles below.
+
+  float dot = 0.f;
+  if (row < p.seqlen_q) {
+    const auto* o = static_cast<const Element*>(p.o) + batch * p.o_batch + row * p.o_seq +
+                    head * p.o_head + chunk * kChunkElems;
+    const auto* d_o = static_cast<const Element*>(p.d_o) + batch * p.do_batch + row * p.do_seq +
+                      head * p.do_head + chunk * kChunkElems;
+    const Chunk o_chunk = *reinterpret_cast<const Chunk*>(o);
+    const Chunk do_chunk = *reinterpret_cast<const Chunk*>(d_o);
+    const auto* o_elems = reinterpret_cast<const Element*>(&o_chunk);
+    const auto* do_elems = reinterpret_cast<const Element*>(&do_chunk);
+#pragma unroll
+    for (int e = 0; e < kChunkElems; ++e) {
+      dot = fmaf(detail::to_float(o_elems[e]), detail::to_float(do_elems[e]), dot);
+    }
+  }
+#pragma unroll
+  for (int lanes = kThreadsPerRow / 2; lanes > 0; lanes /= 2) {
+    dot += __shfl_xor_sync(0xffffffffu, dot, lanes);
+  }
+  if (chunk != 0) return;
+  const int64_t at = (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q_rounded + row;
+  float lse_log2 = INFINITY;
+  if (row < p.seqlen_q) {
+    const float lse = p.lse[(static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q + row];
+    if (lse != -INFINITY) lse_log2 = lse * kLog2e;
+  }
+  p.lse_log2[at] = lse_log2;
+  p.delta[at] = dot;
+}
+
+template <typename Traits>
+cudaError_t launch_bwd_preprocess(const BwdParams& p, cudaStream_t stream) {
+  constexpr int kRowsPerCta = kPreprocessThreads / Traits::kChunksPerRow;
+  static_assert(Traits::kBlockM % kRowsPerCta == 0,
+                "the grid covers seqlen_q_rounded exactly (the kernel's shuffles need every lane)");
+  detail::LaunchShape shape;
+  shape.grid = dim3(static_cast<unsigned>((p.seqlen_q_rounded + kRowsPerCta - 1) / kRowsPerCta),
+                    static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
+  shape.threads = kPreprocessThreads;
+  return detail::launch_kernel(bwd_preprocess_kernel<Traits>, shape, stream, p);
+}
+
+}  // namespace flashcore::sm80

@@ -1,0 +1,170 @@
+// The backward's validation: every class of bad argument is refused before any launch, with a
+// message that names it; the sm80 backward's own refusals (head dims it has no kernel for); the
+// C ABI. Runs without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "api/validate_backward.hpp"
+#include "common/backward_problem.hpp"
+#include "flashcore/backward.hpp"
+#include "flashcore/flashcore.h"
+#include "sm80/sm80_bwd.hpp"
+
+namespace flashcore {
+namespace {
+
+// Fake, 16-byte aligned device addresses, 64 MiB apart: argument validation never dereferences
+// them.
+BackwardParams valid_params() {
+  BackwardParams p;
+  p.batch = 2;
+  p.seqlen_q = 100;
+  p.seqlen_k = 200;
+  p.heads_q = 8;
+  p.heads_kv = 2;
+  p.head_dim = 128;
+  auto* base = reinterpret_cast<char*>(uintptr_t{1} << 40);
+  auto at = [&](int i) { return base + (int64_t{i} << 26); };
+  const DType bf16 = DType::kBFloat16;
+  p.q = {at(0), bf16, bshd_strides(100, 8, 128)};
+  p.k = {at(1), bf16, bshd_strides(200, 2, 128)};
+  p.v = {at(2), bf16, bhsd_strides(200, 2, 128)};
+  p.o = {at(3), bf16, bshd_strides(100, 8, 128)};
+  p.d_o = {at(4), bf16, bshd_strides(100, 8, 128)};
+  p.lse = reinterpret_cast<const float*>(at(5));
+  p.dq = {at(6), bf16, bshd_strides(100, 8, 128)};
+  p.dk = {at(7), bf16, bshd_strides(200, 2, 128)};
+  p.dv = {at(8), bf16, bshd_strides(200, 2, 128)};
+  return p;
+}
+
+struct BadCase {
+  const char* what;
+  std::function<void(BackwardParams&)> mutate;
+  StatusCode code;
+  const char* message_names;  // the message must mention this
+};
+
+class BackwardValidationTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST(BackwardValidation, ValidParamsPass) {
+  const Status s = detail::validate_backward_arguments(valid_params());
+  EXPECT_TRUE(s.ok()) << s.message;
+}
+
+TEST_P(BackwardValidationTest, RejectsWithClearMessage) {
+  BackwardParams p = valid_params();
+  GetParam().mutate(p);
+  const Status s = detail::validate_backward_arguments(p);
+  EXPECT_EQ(s.code, GetParam().code) << s.message;
+  EXPECT_NE(s.message.find(GetParam().message_names), std::string::npos) << s.message;
+}
+
+const BadCase kBadCases[] = {
+    {"null_d_o", [](BackwardParams& p) { p.d_o.data = nullptr; }, StatusCode::kInvalidArgument,
+     "d_o is null"},
+    {"null_dq", [](BackwardParams& p) { p.dq.data = nullptr; }, StatusCode::kInvalidArgument,
+     "dq is null"},
+    {"null_lse", [](BackwardParams& p) { p.lse = nullptr; }, StatusCode::kInvalidArgument,
+     "lse is null"},
+    {"misaligned_lse",
+     [](BackwardParams& p) { p.lse = reinterpret_cast<const float*>(uintptr_t{1} << 40 | 2); },
+     StatusCode::kInvalidArgument, "lse pointer"},
+    {"dk_dtype", [](BackwardParams& p) { p.dk.dtype = DType::kFloat16; },
+     StatusCode::kInvalidArgument, "dk is fp16"},
+    {"o_dtype", [](BackwardParams& p) { p.o.dtype = DType::kFloat16; },
+     StatusCode::kInvalidArgument, "o is fp16"},
+    {"dv_last_stride", [](BackwardParams& p) { p.dv.strides.dim = 2; },
+     StatusCode::kInvalidArgument, "dv has last-dim stride"},
+    {"d_o_misaligned_stride", [](BackwardParams& p) { p.d_o.strides.seq = 1028; },
+     StatusCode::kInvalidArgument, "d_o seq stride"},
+    {"dq_overlapping_rows", [](BackwardParams& p) { p.dq.strides.seq = 64; },
+     StatusCode::kInvalidArgument, "dq strides make distinct elements overlap"},
+    {"dk_dv_share_memory", [](BackwardParams& p) { p.dv.data = p.dk.data; },
+     StatusCode::kInvalidArgument, "dk and dv overlap"},
+    {"dq_inside_dk", [](BackwardParams& p) { p.dq.data = static_cast<char*>(p.dk.data) + 4096; },
+     StatusCode::kInvalidArgument, "dq and dk overlap"},
+    {"gqa_heads", [](BackwardParams& p) { p.heads_kv = 3; }, StatusCode::kInvalidArgument,
+     "heads_q"},
+    {"zero_seqlen", [](BackwardParams& p) { p.seqlen_k = 0; }, StatusCode::kInvalidArgument,
+     "seqlen_k is 0"},
+    {"head_dim_not_multiple_of_8", [](BackwardParams& p) { p.head_dim = 100; },
+     StatusCode::kUnsupported, "head_dim 100"},
+    {"causal_with_right_window",
+     [](BackwardParams& p) {
+       p.causal = true;
+       p.window_right = 4;
+     },
+     StatusCode::kInvalidArgument, "causal=true conflicts"},
+    {"window_out_of_range", [](BackwardParams& p) { p.window_left = -2; },
+     StatusCode::kInvalidArgument, "window"},
+    {"softcap_nan", [](BackwardParams& p) { p.softcap = std::nanf(""); },
+     StatusCode::kInvalidArgument, "softcap"},
+};
+
+INSTANTIATE_TEST_SUITE_P(BadArguments, BackwardValidationTest, ::testing::ValuesIn(kBadCases),
+                         [](const ::testing::TestParamInfo<BadCase>& info) {
+                           return std::string(info.param.what);
+                         });
+
+// The sm80 backward's own refusals, against a described device (no GPU needed).
+TEST(BackwardValidation, Sm80BackwardSaysWhichHeadDimsItHas) {
+  cudaDeviceProp h100{};
+  h100.major = 9;
+  h100.sharedMemPerBlockOptin = 227 * 1024;
+  BackwardParams p = valid_params();
+  EXPECT_STREQ(detail::sm80_backward_rejects(detail::make_backward_problem(p), h100), "");
+  for (int64_t head_dim : {32, 96, 256}) {
+    p.head_dim = head_dim;
+    const std::string why = detail::sm80_backward_rejects(detail::make_backward_problem(p), h100);
+    EXPECT_NE(why.find("head_dim 64 and 128"), std::string::npos) << why;
+  }
+  // A100 fits the hd128 tile (105 KiB); a GPU with 99 KiB per block (sm_86) does not.
+  p.head_dim = 128;
+  cudaDeviceProp small = h100;
+  small.major = 8;
+  small.sharedMemPerBlockOptin = 99 * 1024;
+  const std::string why = detail::sm80_backward_rejects(detail::make_backward_problem(p), small);
+  EXPECT_NE(why.find("shared memory"), std::string::npos) << why;
+  cudaDeviceProp turing = h100;
+  turing.major = 7;
+  EXPECT_NE(std::string(detail::sm80_backward_rejects(detail::make_backward_problem(p), turing)),
+            "");
+}
+
+TEST(BackwardValidation, WorkspaceGrowsLinearlyInSeqlenQ) {
+  BackwardParams p = valid_params();
+  p.seqlen_q = 4096;
+  const size_t one = detail::sm80_backward_workspace_bytes(detail::make_backward_problem(p));
+  p.seqlen_q = 8192;
+  const size_t two = detail::sm80_backward_workspace_bytes(detail::make_backward_problem(p));
+  // fp32 dQ plus two floats per row: B * Hq * Sq * (D + 2) * 4 bytes, up to alignment.
+  EXPECT_EQ(one, size_t{2} * 8 * 4096 * (128 + 2) * 4);
+  EXPECT_EQ(two, 2 * one);
+  p.deterministic = true;  // plus one semaphore per 64-row query block
+  EXPECT_GT(detail::sm80_backward_workspace_bytes(detail::make_backward_problem(p)), two);
+}
+
+TEST(BackwardCApi, ReportsErrorsWithMessages) {
+  EXPECT_EQ(flashcore_attention_backward(nullptr), FLASHCORE_INVALID_ARGUMENT);
+  EXPECT_STREQ(flashcore_last_error(), "params is null");
+  flashcore_backward_params c;
+  flashcore_backward_params_init(&c);
+  EXPECT_EQ(c.window_left, -1);
+  EXPECT_EQ(c.deterministic, 0);
+  c.dtype = static_cast<flashcore_dtype>(7);
+  EXPECT_EQ(flashcore_attention_backward(&c), FLASHCORE_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(flashcore_last_error()).find("dtype"), std::string::npos);
+  c.dtype = FLASHCORE_BFLOAT16;  // sizes still zero
+  EXPECT_EQ(flashcore_attention_backward(&c), FLASHCORE_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(flashcore_last_error()).find("batch is 0"), std::string::npos)
+      << flashcore_last_error();
+  EXPECT_EQ(flashcore_backward_workspace_bytes(&c), 0u);
+  EXPECT_NE(std::string(flashcore_last_error()).find("batch is 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashcore
