@@ -10,20 +10,26 @@
 #include <vector>
 
 #include "flashcore/attention.hpp"
+#include "src/common/head_dim.hpp"
+#include "src/common/pruning.hpp"
 #include "tests/support/attention_case.hpp"
 
 namespace flashcore::testing {
 namespace {
 
-// Skips (loudly) unless the device is an sm_90 GPU and this build has the sm90 kernels.
-#define FLASHCORE_REQUIRE_SM90(params)                                                \
-  do {                                                                                \
-    FLASHCORE_REQUIRE_GPU();                                                          \
-    cudaDeviceProp device{};                                                          \
-    CUDA_ASSERT_OK(cudaGetDeviceProperties(&device, 0));                              \
-    if (device.major != 9) GTEST_SKIP() << "sm90 test skipped: the GPU is not sm_90"; \
-    const Status can = can_implement(params);                                         \
-    ASSERT_TRUE(can.ok()) << "sm90 must run on an sm_90 GPU: " << can.message;        \
+// Skips (loudly) unless the device is an sm_90 GPU and this build has the sm90 kernel the case
+// needs (a build pruned by FLASHCORE_HEAD_DIMS / FLASHCORE_DTYPES leaves some out).
+#define FLASHCORE_REQUIRE_SM90(params)                                                             \
+  do {                                                                                             \
+    FLASHCORE_REQUIRE_GPU();                                                                       \
+    cudaDeviceProp device{};                                                                       \
+    CUDA_ASSERT_OK(cudaGetDeviceProperties(&device, 0));                                           \
+    if (device.major != 9) GTEST_SKIP() << "sm90 test skipped: the GPU is not sm_90";              \
+    const char* pruned =                                                                           \
+        detail::pruned_reason((params).q.dtype, detail::instantiated_head_dim((params).head_dim)); \
+    if (pruned[0] != '\0') GTEST_SKIP() << "sm90 test skipped: this build " << pruned;             \
+    const Status can = can_implement(params);                                                      \
+    ASSERT_TRUE(can.ok()) << "sm90 must run on an sm_90 GPU: " << can.message;                     \
   } while (0)
 
 void expect_matches(const AttentionCase& c, CaseData& data, const std::vector<double>& ref_o,
