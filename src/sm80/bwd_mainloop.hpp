@@ -228,4 +228,53 @@ __device__ __forceinline__ void atomic_add2(float* dst, float lo, float hi) {
 #endif
 }
 
+// A warp's dQ tile (query rows from row0 at dq_rows, those below seqlen_q; the n8 tiles of dims
+// from first_ntile) added to the fp32 workspace rows of kHeadDim floats. kQuads (sm_90): lanes 2i
+// and 2i + 1 swap a half of their fragments (one row each) so that each lane adds four adjacent
+// floats with one 16-byte reduction, half the instructions and L2 requests of the 8-byte ones.
+// Deterministic mode's hd128 kernel spills 36 bytes with it, so that mode adds pairs.
+template <typename Traits, bool kQuads, int kM, int kN>
+__device__ __forceinline__ void add_dq_rows(float* dq_rows, int row0, int seqlen_q, int first_ntile,
+                                            int lane, const float (&dq)[kM][kN][4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (kQuads) {
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt) {
+      // Even lanes keep row g (their columns c, c + 1 and the odd partner's c + 2, c + 3), odd
+      // lanes row g + 8 (the even partner's c - 2, c - 1 and their own c, c + 1).
+      const bool odd = lane & 1;
+      const int r = mt * kMmaM + lane / 4 + (odd ? 8 : 0);
+#pragma unroll
+      for (int dt = 0; dt < kN; ++dt) {
+        const float* c = dq[mt][dt];
+        const float give0 = odd ? c[0] : c[2], give1 = odd ? c[1] : c[3];
+        const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1);
+        const float got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
+        const float4 sum =
+            odd ? make_float4(got0, got1, c[2], c[3]) : make_float4(c[0], c[1], got0, got1);
+        if (row0 + r < seqlen_q) {
+          const int dim = (first_ntile + dt) * kMmaN + 4 * ((lane % 4) / 2);
+          atomicAdd(reinterpret_cast<float4*>(dq_rows + r * Traits::kHeadDim + dim), sum);
+        }
+      }
+    }
+    return;
+  }
+#endif
+#pragma unroll
+  for (int mt = 0; mt < kM; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = mt * kMmaM + lane / 4 + 8 * half;
+      if (row0 + r >= seqlen_q) continue;
+      float* row = dq_rows + r * Traits::kHeadDim;
+#pragma unroll
+      for (int dt = 0; dt < kN; ++dt) {
+        const int dim = (first_ntile + dt) * kMmaN + 2 * (lane % 4);
+        atomic_add2(row + dim, dq[mt][dt][2 * half], dq[mt][dt][2 * half + 1]);
+      }
+    }
+  }
+}
+
 }  // namespace flashcore::sm80
