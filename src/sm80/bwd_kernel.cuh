@@ -217,8 +217,20 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
         p.dq_accum + ((static_cast<int64_t>(batch) * p.heads_q + at.head) * p.seqlen_q_rounded +
                       row0 + dq_row0) *
                          Traits::kHeadDim;
-    add_dq_rows<Traits, !kDeterministic>(dq_rows, row0 + dq_row0, p.seqlen_q, dq_first_ntile, lane,
-                                         dq);
+#pragma unroll
+    for (int mt = 0; mt < Dq::kMTiles; ++mt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = mt * kMmaM + lane / 4 + 8 * half;
+        if (row0 + dq_row0 + r >= p.seqlen_q) continue;
+        float* row = dq_rows + r * Traits::kHeadDim;
+#pragma unroll
+        for (int dt = 0; dt < Dq::kNTiles; ++dt) {
+          const int dim = (dq_first_ntile + dt) * kMmaN + 2 * (lane % 4);
+          atomic_add2(row + dim, dq[mt][dt][2 * half], dq[mt][dt][2 * half + 1]);
+        }
+      }
+    }
     if constexpr (kDeterministic) pass_turn(semaphore);
   }
   store_key_grads<Traits>(p, key0 + dkv_key0, dkv_first_ntile, kv_head, batch, lane, dk, dv);
