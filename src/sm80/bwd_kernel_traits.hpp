@@ -11,8 +11,8 @@
 //    the whole walk);
 //  - dQ = dS K: kDqWarpsRows x the rest over query rows x head dims.
 // A warp's tile in each phase is several m16 tiles by several n8 tiles, so that every ldmatrix
-// feeds several MMAs (docs/backward.md: about 2.2 MMAs per ldmatrix.x4 where the first slice's
-// one-m16-tile warps had 1.5, and its shared-memory pipe was the limit).
+// feeds several MMAs: at hd128 320 MMAs per 152 ldmatrix.x4 a warp and step, where the first
+// slice's one-m16-tile warps had 160 per 108 (docs/backward.md).
 #pragma once
 
 #include <cuda_bf16.h>
