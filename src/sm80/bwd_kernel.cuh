@@ -22,6 +22,10 @@
 
 namespace flashcore::sm80 {
 
+// dK or dV of a warp's DkvSplit tile, fp32, held for the whole walk.
+template <typename Traits>
+using KeyGradFrag = WarpFrag<Traits::DkvSplit::kMTiles, Traits::DkvSplit::kNTiles>;
+
 // The query blocks [begin, end) that key block n_block sees.
 template <typename Traits>
 __device__ __forceinline__ RowRange<int> query_blocks_of(const BwdParams& p, int n_block) {
@@ -32,28 +36,32 @@ __device__ __forceinline__ RowRange<int> query_blocks_of(const BwdParams& p, int
   return {rows.begin / Traits::kBlockM, (rows.end + Traits::kBlockM - 1) / Traits::kBlockM};
 }
 
-// dK (times the softmax scale) and dV of the warp's 16 keys and kPartOutNTiles n8 tiles of dims
-// (from first_ntile), in the output dtype; keys past seqlen_k are not stored. One 32-bit store per
-// fragment register pair.
+// dK (times the softmax scale) and dV of the warp's tile (DkvSplit: keys from key_row0, the n8
+// tiles of dims from first_ntile), in the output dtype; keys past seqlen_k are not stored. One
+// 32-bit store per fragment register pair.
 template <typename Traits>
 __device__ __forceinline__ void store_key_grads(const BwdParams& p, int key_row0, int first_ntile,
                                                 int kv_head, int batch, int lane,
-                                                const float (&dk)[Traits::kPartOutNTiles][4],
-                                                const float (&dv)[Traits::kPartOutNTiles][4]) {
+                                                const KeyGradFrag<Traits>& dk,
+                                                const KeyGradFrag<Traits>& dv) {
   using Element = typename Traits::Element;
+  using Split = typename Traits::DkvSplit;
   auto* dk_out = static_cast<Element*>(p.dk) + batch * p.dk_batch + kv_head * p.dk_head;
   auto* dv_out = static_cast<Element*>(p.dv) + batch * p.dv_batch + kv_head * p.dv_head;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int key = key_row0 + lane / 4 + 8 * half;
-    if (key >= p.seqlen_k) continue;
+  for (int mt = 0; mt < Split::kMTiles; ++mt) {
 #pragma unroll
-    for (int dt = 0; dt < Traits::kPartOutNTiles; ++dt) {
-      const int dim = (first_ntile + dt) * kMmaN + 2 * (lane % 4);
-      *reinterpret_cast<uint32_t*>(dk_out + key * p.dk_seq + dim) =
-          pack2<Element>(dk[dt][2 * half] * p.scale, dk[dt][2 * half + 1] * p.scale);
-      *reinterpret_cast<uint32_t*>(dv_out + key * p.dv_seq + dim) =
-          pack2<Element>(dv[dt][2 * half], dv[dt][2 * half + 1]);
+    for (int half = 0; half < 2; ++half) {
+      const int key = key_row0 + mt * kMmaM + lane / 4 + 8 * half;
+      if (key >= p.seqlen_k) continue;
+#pragma unroll
+      for (int dt = 0; dt < Split::kNTiles; ++dt) {
+        const int dim = (first_ntile + dt) * kMmaN + 2 * (lane % 4);
+        *reinterpret_cast<uint32_t*>(dk_out + key * p.dk_seq + dim) =
+            pack2<Element>(dk[mt][dt][2 * half] * p.scale, dk[mt][dt][2 * half + 1] * p.scale);
+        *reinterpret_cast<uint32_t*>(dv_out + key * p.dv_seq + dim) =
+            pack2<Element>(dv[mt][dt][2 * half], dv[mt][dt][2 * half + 1]);
+      }
     }
   }
 }
@@ -62,6 +70,11 @@ template <typename Traits, bool kDeterministic>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     bwd_kernel(const __grid_constant__ BwdParams p) {
   using Element = typename Traits::Element;
+  using Sdp = typename Traits::SdpSplit;
+  using Dkv = typename Traits::DkvSplit;
+  using Dq = typename Traits::DqSplit;
+  constexpr int kChunks = Traits::kChunksPerRow;
+  constexpr int kScoreChunks = Traits::kScoreChunksPerRow;
   extern __shared__ __align__(128) char smem[];
   char* const k_tile = smem;
   char* const v_tile = smem + Traits::kVOffset;
@@ -71,20 +84,15 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
   const int n_block = blockIdx.x, kv_head = blockIdx.y, batch = blockIdx.z;
   const int key0 = n_block * Traits::kBlockN;
-  // The first of the warp's 16 keys in the CTA's key block (dP^T, S^T, dK, dV), and of its 16
-  // query rows in each query block (dQ); its part of the query rows (dP^T, S^T) and of the head
-  // dims (dK, dV, dQ).
-  const int warp_m16 = (warp % Traits::kKeyTiles) * kMmaM;
-  const int part = warp / Traits::kKeyTiles;
-  const int first_query_ntile = part * Traits::kPartQueryNTiles;
-  const int first_dim_ntile = part * Traits::kPartOutNTiles;
+  // The warp's tile in each phase (bwd_kernel_traits.hpp): keys x query rows of S^T and dP^T,
+  // keys x dims of dK and dV, query rows x dims of dQ.
+  const int sdp_key0 = Sdp::row0(warp), sdp_first_ntile = Sdp::first_ntile(warp);
+  const int dkv_key0 = Dkv::row0(warp), dkv_first_ntile = Dkv::first_ntile(warp);
+  const int dq_row0 = Dq::row0(warp), dq_first_ntile = Dq::first_ntile(warp);
 
-  float dk[Traits::kPartOutNTiles][4], dv[Traits::kPartOutNTiles][4];
-#pragma unroll
-  for (int dt = 0; dt < Traits::kPartOutNTiles; ++dt) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dk[dt][e] = dv[dt][e] = 0.f;
-  }
+  KeyGradFrag<Traits> dk, dv;
+  zero_frag(dk);
+  zero_frag(dv);
 
   const RowRange<int> m_blocks = query_blocks_of<Traits>(p, n_block);
   const int blocks_per_head = m_blocks.end - m_blocks.begin;
@@ -140,15 +148,15 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   }
   for (int s = 0; s < steps; ++s) {
     const int stage = s % Traits::kStages;
-    // The next step's buffers were last read in step s - 1, which ended with a barrier.
+    cute::cp_async_wait<0>();
+    // Step s's tiles have landed for every thread, and every warp is done with step s - 1: its
+    // Q, dO, LSE and D stage (which the copies below refill) and the P^T and dS^T tiles (which this
+    // step overwrites). Two barriers a step.
+    __syncthreads();
     if (s + 1 < steps) {
       load_step(s + 1, (s + 1) % Traits::kStages);
       cute::cp_async_fence();
-      cute::cp_async_wait<1>();
-    } else {
-      cute::cp_async_wait<0>();
     }
-    __syncthreads();
     const Step at = step_at(s);
     const int row0 = at.m_block * Traits::kBlockM;
     const char* q_tile = smem + Traits::kQOffset + stage * Traits::kQBytes;
@@ -157,46 +165,46 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
         reinterpret_cast<const float*>(smem + Traits::kLseOffset + stage * Traits::kRowStatBytes);
     const auto* delta =
         reinterpret_cast<const float*>(smem + Traits::kDeltaOffset + stage * Traits::kRowStatBytes);
-    // Interior tiles of the mask skip the per-element test (the key tail is a boundary: end_key
-    // never passes seqlen_k). Rows past seqlen_q need none: their LSE is +inf.
-    const bool needs_mask = !p.mask.tile_fully_visible(
-        row0, min(row0 + Traits::kBlockM, p.seqlen_q), key0, key0 + Traits::kBlockN);
 
-    // The warp's part of P^T and dS^T into shared memory, for every warp of its key tile.
+    // The warp's tile of P^T and dS^T into shared memory.
     {
-      constexpr int kN = Traits::kPartQueryNTiles;
-      float dp[kN][4], st[kN][4];
-      gemm_key_major<Traits, kN>(v_tile, warp_m16, do_tile, first_query_ntile, lane, dp);
-      gemm_key_major<Traits, kN>(k_tile, warp_m16, q_tile, first_query_ntile, lane, st);
-      probabilities_and_ds<kN>(p, needs_mask, row0 + first_query_ntile * kMmaN, key0 + warp_m16,
-                               lane, lse_log2 + first_query_ntile * kMmaN,
-                               delta + first_query_ntile * kMmaN, st, dp);
-      uint32_t packed[kN / 2][4];
-      pack_key_major<Traits, kN>(st, packed);
-      store_key_major<Traits, kN / 2>(p_tile, warp_m16, first_query_ntile / 2, lane, packed);
-      pack_key_major<Traits, kN>(dp, packed);
-      store_key_major<Traits, kN / 2>(ds_tile, warp_m16, first_query_ntile / 2, lane, packed);
+      const int query0 = sdp_first_ntile * kMmaN;
+      const int tile_row0 = row0 + query0;
+      // Interior tiles of the mask skip the per-element test (the key tail is a boundary: end_key
+      // never passes seqlen_k). Rows past seqlen_q need none: their LSE is +inf.
+      const bool needs_mask =
+          tile_row0 < p.seqlen_q &&
+          !p.mask.tile_fully_visible(tile_row0, min(tile_row0 + Sdp::kNTiles * kMmaN, p.seqlen_q),
+                                     key0 + sdp_key0, key0 + sdp_key0 + Sdp::kMTiles * kMmaM);
+      // S^T first, to P^T in shared memory and G in registers, then dP^T: the two fp32 tiles
+      // are never live at once.
+      __half2 g[Sdp::kMTiles][Sdp::kNTiles][2];
+      {
+        WarpFrag<Sdp::kMTiles, Sdp::kNTiles> st;
+        zero_frag(st);
+        warp_gemm<Traits, Traits::kHeadKSteps>(RowsA<kChunks>(k_tile, sdp_key0, lane),
+                                               RowsB<kChunks>(q_tile, query0, lane), st);
+        probabilities(p, needs_mask, tile_row0, key0 + sdp_key0, lane, lse_log2 + query0, st, g);
+        store_key_major<Traits>(p_tile, sdp_key0, sdp_first_ntile, lane, st);
+      }
+      WarpFrag<Sdp::kMTiles, Sdp::kNTiles> dp;
+      zero_frag(dp);
+      warp_gemm<Traits, Traits::kHeadKSteps>(RowsA<kChunks>(v_tile, sdp_key0, lane),
+                                             RowsB<kChunks>(do_tile, query0, lane), dp);
+      score_gradients(lane, delta + query0, g, dp);
+      store_key_major<Traits>(ds_tile, sdp_key0, sdp_first_ntile, lane, dp);
     }
     __syncthreads();
-    {
-      uint32_t operand[Traits::kQueryKSteps][4];
-      load_key_major_operand<Traits>(p_tile, warp_m16, lane, operand);
-      gemm_operand_by_tile<Traits, Traits::kQueryKSteps, Traits::kPartOutNTiles>(
-          operand, do_tile, first_dim_ntile, lane, dv);
-      load_key_major_operand<Traits>(ds_tile, warp_m16, lane, operand);
-      gemm_operand_by_tile<Traits, Traits::kQueryKSteps, Traits::kPartOutNTiles>(
-          operand, q_tile, first_dim_ntile, lane, dk);
-    }
+    warp_gemm<Traits, Traits::kQueryKSteps>(RowsA<kScoreChunks>(p_tile, dkv_key0, lane),
+                                            ColsB<kChunks>(do_tile, dkv_first_ntile, lane), dv);
+    warp_gemm<Traits, Traits::kQueryKSteps>(RowsA<kScoreChunks>(ds_tile, dkv_key0, lane),
+                                            ColsB<kChunks>(q_tile, dkv_first_ntile, lane), dk);
 
-    // dQ of the warp's 16 query rows and part of the dims, over this CTA's keys.
-    uint32_t ds_rows[Traits::kKeyKSteps][4];
-    load_ds_operand<Traits>(ds_tile, warp_m16, lane, ds_rows);
-    float dq[Traits::kPartOutNTiles][4];
-#pragma unroll
-    for (int dt = 0; dt < Traits::kPartOutNTiles; ++dt)
-      dq[dt][0] = dq[dt][1] = dq[dt][2] = dq[dt][3] = 0.f;
-    gemm_operand_by_tile<Traits, Traits::kKeyKSteps, Traits::kPartOutNTiles>(
-        ds_rows, k_tile, first_dim_ntile, lane, dq);
+    // dQ of the warp's query rows and dims, over this CTA's keys.
+    WarpFrag<Dq::kMTiles, Dq::kNTiles> dq;
+    zero_frag(dq);
+    warp_gemm<Traits, Traits::kKeyKSteps>(ColsA<kScoreChunks>(ds_tile, dq_row0, lane),
+                                          ColsB<kChunks>(k_tile, dq_first_ntile, lane), dq);
     int* const semaphore =
         kDeterministic
             ? p.dq_semaphore +
@@ -207,25 +215,25 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     }
     float* const dq_rows =
         p.dq_accum + ((static_cast<int64_t>(batch) * p.heads_q + at.head) * p.seqlen_q_rounded +
-                      row0 + warp_m16) *
+                      row0 + dq_row0) *
                          Traits::kHeadDim;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      if (row0 + warp_m16 + lane / 4 + 8 * half >= p.seqlen_q) continue;
-      float* row = dq_rows + (lane / 4 + 8 * half) * Traits::kHeadDim;
+    for (int mt = 0; mt < Dq::kMTiles; ++mt) {
 #pragma unroll
-      for (int dt = 0; dt < Traits::kPartOutNTiles; ++dt) {
-        const int dim = (first_dim_ntile + dt) * kMmaN + 2 * (lane % 4);
-        atomicAdd(row + dim, dq[dt][2 * half]);
-        atomicAdd(row + dim + 1, dq[dt][2 * half + 1]);
+      for (int half = 0; half < 2; ++half) {
+        const int r = mt * kMmaM + lane / 4 + 8 * half;
+        if (row0 + dq_row0 + r >= p.seqlen_q) continue;
+        float* row = dq_rows + r * Traits::kHeadDim;
+#pragma unroll
+        for (int dt = 0; dt < Dq::kNTiles; ++dt) {
+          const int dim = (dq_first_ntile + dt) * kMmaN + 2 * (lane % 4);
+          atomic_add2(row + dim, dq[mt][dt][2 * half], dq[mt][dt][2 * half + 1]);
+        }
       }
     }
     if constexpr (kDeterministic) pass_turn(semaphore);
-    // Every warp is done with this stage's Q, dO and the P^T and dS^T tiles before they are
-    // refilled.
-    __syncthreads();
   }
-  store_key_grads<Traits>(p, key0 + warp_m16, first_dim_ntile, kv_head, batch, lane, dk, dv);
+  store_key_grads<Traits>(p, key0 + dkv_key0, dkv_first_ntile, kv_head, batch, lane, dk, dv);
 }
 
 template <typename Traits, bool kDeterministic>

@@ -122,8 +122,12 @@ TEST(BackwardValidation, Sm80BackwardSaysWhichHeadDimsItHas) {
     const std::string why = detail::sm80_backward_rejects(detail::make_backward_problem(p), h100);
     EXPECT_NE(why.find("head_dim 64 and 128"), std::string::npos) << why;
   }
-  // A100 fits the hd128 tile (105 KiB); a GPU with 99 KiB per block (sm_86) does not.
+  // A100 (163 KiB per block) fits the hd128 tile (160.5 KiB); a GPU with 99 KiB (sm_86) does not.
   p.head_dim = 128;
+  cudaDeviceProp a100 = h100;
+  a100.major = 8;
+  a100.sharedMemPerBlockOptin = 163 * 1024;
+  EXPECT_STREQ(detail::sm80_backward_rejects(detail::make_backward_problem(p), a100), "");
   cudaDeviceProp small = h100;
   small.major = 8;
   small.sharedMemPerBlockOptin = 99 * 1024;

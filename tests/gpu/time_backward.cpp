@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -158,7 +159,8 @@ bool time_shape(const Shape& s) {
 
 }  // namespace
 
-int main() {
+// Optional argument: the index of the one shape to time (for profiling a single launch with ncu).
+int main(int argc, char** argv) {
   using flashcore::DType;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it is measured, also under timeout
   const Shape shapes[] = {
@@ -178,7 +180,16 @@ int main() {
       {4, 32, 32, 4096, 64, true, DType::kBFloat16, true},
   };
   bool ok = true;
-  for (const Shape& s : shapes) ok = time_shape(s) && ok;
+  const int only = argc > 1 ? std::atoi(argv[1]) : -1;
+  const int count = static_cast<int>(sizeof(shapes) / sizeof(shapes[0]));
+  if (only >= count) {
+    std::fprintf(stderr, "shape index %d out of range [0, %d)\n", only, count);
+    return 1;
+  }
+  for (int i = 0; i < count; ++i) {
+    if (only < 0 || i == only) ok = time_shape(shapes[i]) && ok;
+  }
+  if (only >= 0) return ok ? 0 : 1;
   // The workspace (the backward's extra memory besides its gradients) at B2 H16 D128, two lengths.
   for (int64_t S : {8192, 16384}) {
     flashcore::BackwardParams b;

@@ -445,7 +445,8 @@ bool check_knobs_for_targets(const Knobs& knobs, const std::vector<Target>& targ
 }
 
 std::vector<Case> cases_for(const Target& target, Profile profile, const Knobs& knobs) {
-  std::vector<Case> cases = target.chapter->cases(profile);
+  std::vector<Case> cases = target.workload->cases != nullptr ? target.workload->cases(profile)
+                                                              : target.chapter->cases(profile);
   if (knobs.overrides_shape()) {
     Case c = cases.front();
     if (knobs.batch) c.batch = *knobs.batch;

@@ -31,6 +31,7 @@ std::string Case::label() const {
   s << "_D" << head_dim << "_" << dtype;
   if (causal) s << "_causal";
   if (window_left >= 0) s << "_win" << window_left;
+  if (backward) s << "_bwd";
   return s.str();
 }
 
@@ -43,14 +44,16 @@ std::string Case::describe() const {
   s << " D=" << head_dim << " " << dtype;
   if (causal) s << " causal";
   if (window_left >= 0) s << " window=" << window_left;
+  if (backward) s << " backward";
   return s.str();
 }
 
 double Case::flops() const {
+  const double passes = backward ? 2.5 : 1.0;
   const double dense = 4.0 * static_cast<double>(batch) * static_cast<double>(heads_q) *
                        static_cast<double>(seqlen_q) * static_cast<double>(seqlen_k) *
                        static_cast<double>(head_dim);
-  if (window_left < 0) return causal ? dense / 2 : dense;
+  if (window_left < 0) return passes * (causal ? dense / 2 : dense);
   // Count visible pairs row by row with the library's bottom-right-aligned window.
   double pairs = 0;
   const int64_t offset = seqlen_k - seqlen_q;
@@ -59,14 +62,14 @@ double Case::flops() const {
     const int64_t end = causal ? std::min(seqlen_k, i + offset + 1) : seqlen_k;
     pairs += static_cast<double>(std::max<int64_t>(0, end - first));
   }
-  return dense * pairs / (static_cast<double>(seqlen_q) * static_cast<double>(seqlen_k));
+  return passes * dense * pairs / (static_cast<double>(seqlen_q) * static_cast<double>(seqlen_k));
 }
 
 double Case::min_bytes() const {
   const double element = 2.0;  // fp16 and bf16
   const double q_or_o = static_cast<double>(batch * seqlen_q * heads_q * head_dim) * element;
   const double k_or_v = static_cast<double>(batch * seqlen_k * heads_kv * head_dim) * element;
-  return 2 * q_or_o + 2 * k_or_v;
+  return backward ? 4 * q_or_o + 4 * k_or_v : 2 * q_or_o + 2 * k_or_v;
 }
 
 namespace {

@@ -23,15 +23,20 @@ struct Case {
   bool causal = false;
   int64_t window_left = -1;
   std::string dtype = "fp16";  // "fp16" or "bf16"
+  // The backward pass (dQ, dK, dV from Q, K, V, O, LSE and dO) rather than the forward.
+  bool backward = false;
 
-  // Stable key, e.g. "B1_H8_S512_D64_fp16_causal": results at one label are compared.
+  // Stable key, e.g. "B1_H8_S512_D64_fp16_causal" ("..._bwd" for the backward): results at one
+  // label are compared.
   std::string label() const;
   // Human form for progress lines and tables.
   std::string describe() const;
   // 4*B*Hq*Sq*Sk*D, halved for causal (the FlashAttention papers' convention). A sliding window
-  // counts only the (query, key) pairs it lets through.
+  // counts only the (query, key) pairs it lets through. The backward counts 2.5x its forward (five
+  // GEMMs to the forward's two, as FlashAttention's benchmarks).
   double flops() const;
-  // Bytes that must cross DRAM at least once: Q, K, V read and O written.
+  // Bytes that must cross DRAM at least once: Q, K, V read and O written; the backward reads Q, K,
+  // V, O and dO and writes dQ, dK and dV.
   double min_bytes() const;
 };
 

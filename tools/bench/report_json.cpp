@@ -138,6 +138,7 @@ Json case_to_json(const Case& c) {
   j["causal"] = c.causal;
   j["window_left"] = c.window_left;
   j["dtype"] = c.dtype;
+  j["backward"] = c.backward;
   j["flops"] = c.flops();
   j["min_bytes"] = c.min_bytes();
   return j;
@@ -154,6 +155,7 @@ Case case_from_json(const Json& c) {
   out.causal = bool_or(c, "causal", false);
   out.window_left = integer_or(c, "window_left", -1);
   out.dtype = string_or(c, "dtype", "fp16");
+  out.backward = bool_or(c, "backward", false);
   return out;
 }
 

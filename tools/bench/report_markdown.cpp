@@ -129,7 +129,8 @@ std::string render_markdown(const RunRecord& record) {
   }
   out << "\nTimes are per launch (CUDA events; small shapes by CUDA-graph replay). TFLOP/s and "
          "GB/s use p50; FLOPs = 4*B*Hq*Sq*Sk*D, halved for causal; bytes = Q, K, V read and O "
-         "written once. % GEMM = TFLOP/s / GEMM ceiling, % copy = GB/s / copy ceiling. vs cuDNN = "
+         "written once (backward cases: 2.5x those FLOPs, and Q, K, V, O, dO read and dQ, dK, dV "
+         "written). % GEMM = TFLOP/s / GEMM ceiling, % copy = GB/s / copy ceiling. vs cuDNN = "
          "cuDNN p50 / p50 (> 1 is faster than cuDNN).\n";
 
   std::vector<std::string> chapters_seen;

@@ -8,6 +8,8 @@
 #include <map>
 #include <nvtx3/nvtx3.hpp>
 
+#include "backward_data.hpp"
+#include "backward_runner.hpp"
 #include "case_data.hpp"
 #include "ceilings.hpp"
 #include "cudnn_peer.hpp"
@@ -244,21 +246,21 @@ bool run_lab(const Options& options, const Knobs& knobs, RunRecord* record, std:
     return false;
   }
 
-  // Every selected target plus the cuDNN peer; cases in first-seen order, each run once with all
-  // of its targets so the inputs and the reference are shared.
+  // Every selected target plus the cuDNN peer of each case's direction (forward or backward);
+  // cases in first-seen order, each run once with all of its targets so the inputs and the
+  // reference are shared.
   std::vector<Target> targets = options.targets;
-  const bool peer_selected = std::any_of(targets.begin(), targets.end(), [](const Target& t) {
-    return t.workload == cudnn_peer().workload;
-  });
-  if (!peer_selected) targets.push_back(cudnn_peer());
-  const size_t peer_index =
-      std::find_if(targets.begin(), targets.end(),
-                   [](const Target& t) { return t.workload == cudnn_peer().workload; }) -
-      targets.begin();
+  const size_t selected = targets.size();
+  auto index_of = [&](const Target& peer) {
+    const auto it = std::find_if(targets.begin(), targets.end(),
+                                 [&](const Target& t) { return t.workload == peer.workload; });
+    if (it != targets.end()) return static_cast<size_t>(it - targets.begin());
+    targets.push_back(peer);
+    return targets.size() - 1;
+  };
   std::vector<Work> work;
   std::map<std::string, size_t> by_label;
-  for (size_t ti = 0; ti < targets.size(); ++ti) {
-    if (ti == peer_index && !peer_selected) continue;
+  for (size_t ti = 0; ti < selected; ++ti) {
     for (const Case& c : cases_for(targets[ti], options.profile, knobs)) {
       auto [it, inserted] = by_label.emplace(c.label(), work.size());
       if (inserted) work.push_back({c, {}});
@@ -267,6 +269,7 @@ bool run_lab(const Options& options, const Knobs& knobs, RunRecord* record, std:
   }
   size_t total = 0;
   for (Work& w : work) {
+    const size_t peer_index = index_of(cudnn_peer_for(w.c));
     if (std::find(w.targets.begin(), w.targets.end(), peer_index) == w.targets.end()) {
       w.targets.push_back(peer_index);
     }
@@ -300,21 +303,26 @@ bool run_lab(const Options& options, const Knobs& knobs, RunRecord* record, std:
   std::vector<std::pair<size_t, Result>> ordered;  // (target index, result)
   for (const Work& w : work) {
     CaseData data;
+    BackwardData backward_data;
     std::string why;
-    const bool prepared = data.prepare(w.c, device.l2_bytes, stream, &why);
+    const bool prepared = w.c.backward ? backward_data.prepare(w.c, device.l2_bytes, stream, &why)
+                                       : data.prepare(w.c, device.l2_bytes, stream, &why);
     for (const size_t ti : w.targets) {
       const Target& t = targets[ti];
       const auto args_it = options.target_args.find(t.name());
       const TargetArgs* args = args_it == options.target_args.end() ? nullptr : &args_it->second;
       const std::string backend = backend_for(t, knobs, args);
-      // The peer added to every case is a reference for the timings, not a profiling target.
-      const bool profiled = options.profiled_launch && (ti != peer_index || peer_selected);
+      // A peer added to a case is a reference for the timings, not a profiling target.
+      const bool profiled = options.profiled_launch && ti < selected;
       progress.start(t.name(), w.c);
       Result r;
       if (!prepared) {
         r = base_result(t, w.c, backend);
         r.outcome = Outcome::kSkipped;
         r.reason = "case not prepared: " + why;
+      } else if (t.workload->engine == Engine::kLibraryBackward ||
+                 t.workload->engine == Engine::kCudnnBackward) {
+        r = run_backward_target(t, backward_data, timing_for(options.profile), profiled, stream);
       } else if (t.workload->engine == Engine::kCudnn) {
         r = run_cudnn_target(t, data, options.profile, profiled, stream);
       } else if (t.workload->engine == Engine::kCutlass) {

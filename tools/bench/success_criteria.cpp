@@ -13,7 +13,8 @@ std::string fmt(const char* format, double v) {
 
 bool is_canonical(const std::string& label) {
   return label.rfind(std::string(kCanonicalShape) + "_", 0) == 0 &&
-         label.find("_causal") == std::string::npos && label.find("_win") == std::string::npos;
+         label.find("_causal") == std::string::npos && label.find("_win") == std::string::npos &&
+         label.find("_bwd") == std::string::npos;
 }
 
 bool is_peer_target(const std::string& target) { return target.rfind("peers/", 0) == 0; }

@@ -70,6 +70,25 @@ std::vector<Case> flexattention_cases(Profile profile) {
   return cases;
 }
 
+// The backward's training shapes (Case::backward), bf16: the FA3 grid's hidden 2048 at 16k tokens
+// (hd128 B4 H16, hd64 B4 H32, S 4096), causal and not, after a small one (B1 H8 S1024 D64) whose
+// whole output the float64 reference checks. Full: the same at S 1k..8k. 16k is left out: the
+// float64 reference of one head costs minutes there (backward_data.hpp).
+std::vector<Case> backward_cases(Profile profile) {
+  std::vector<Case> cases = {make_case(1, 8, 1024, 64, false, "bf16")};
+  const int64_t min_seqlen = profile == Profile::kFull ? 1024 : 4096;
+  const int64_t max_seqlen = profile == Profile::kFull ? 8192 : 4096;
+  for (const int64_t d : {128, 64}) {
+    for (int64_t s = min_seqlen; s <= max_seqlen; s *= 2) {
+      for (const bool causal : {false, true}) {
+        cases.push_back(make_case(16384 / s, 2048 / d, s, d, causal, "bf16"));
+      }
+    }
+  }
+  for (Case& c : cases) c.backward = true;
+  return cases;
+}
+
 const std::vector<Chapter>& table() {
   static const std::vector<Chapter> kChapters = {
       {"labs/flashattention",
@@ -98,7 +117,12 @@ const std::vector<Chapter>& table() {
         {"sm80", "FlashAttention-2 class: mma.sync, ldmatrix, cp.async pipeline", "step",
          Engine::kLibrary, "sm80", MaskRule::kFromCase},
         {"optimized", "best fused provider on this GPU (auto)", "optimized", Engine::kLibrary,
-         "auto", MaskRule::kFromCase}},
+         "auto", MaskRule::kFromCase},
+        {"backward",
+         "the backward pass (dQ, dK, dV; sm80: FlashAttention-2's schedule on mma.sync) on "
+         "training shapes, against cuDNN's backward",
+         "step", Engine::kLibraryBackward, "sm80", MaskRule::kFromCase, backward_cases,
+         /*named_only=*/true}},
        flashcore_cases},
       {"labs/flexattention",
        "masked attention with the masks that exist: causal and sliding window",
@@ -120,7 +144,12 @@ const std::vector<Chapter>& table() {
        "bf16",
        "",
        {{"cudnn_sdpa", "cuDNN fused flash attention (sdpa node), same timer and inputs", "peer",
-         Engine::kCudnn, "cudnn", MaskRule::kFromCase}},
+         Engine::kCudnn, "cudnn", MaskRule::kFromCase},
+        {"cudnn_sdpa_backward",
+         "cuDNN fused flash attention backward (sdpa_backward node) on the backward's cases, same "
+         "timer, inputs, O and LSE",
+         "peer", Engine::kCudnnBackward, "cudnn", MaskRule::kFromCase, backward_cases,
+         /*named_only=*/true}},
        flashattention_cases},
       {"peers/cutlass",
        "CUTLASS's Hopper FMHA (examples/88_hopper_fmha, built from .deps), in-process",
@@ -182,7 +211,9 @@ bool select_targets(const std::string& spec, std::vector<Target>* targets, std::
       return false;
     }
     if (colon == std::string::npos) {
-      for (const Workload& w : chapter->workloads) wanted.push_back({chapter, &w});
+      for (const Workload& w : chapter->workloads) {
+        if (!w.named_only) wanted.push_back({chapter, &w});
+      }
       continue;
     }
     const std::string workload = item.substr(colon + 1);
@@ -239,6 +270,18 @@ const Target& cudnn_peer() {
     return Target{chapter, &chapter->workloads.front()};
   }();
   return kPeer;
+}
+
+const Target& cudnn_backward_peer() {
+  static const Target kPeer = [] {
+    const Chapter* chapter = find_chapter("peers/cudnn");
+    return Target{chapter, &chapter->workloads.back()};
+  }();
+  return kPeer;
+}
+
+const Target& cudnn_peer_for(const Case& c) {
+  return c.backward ? cudnn_backward_peer() : cudnn_peer();
 }
 
 }  // namespace flashcore::bench

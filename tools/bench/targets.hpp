@@ -18,9 +18,11 @@ enum class MaskRule {
 
 // Who computes the attention.
 enum class Engine {
-  kLibrary,  // flashcore::run with the named backend
-  kCudnn,    // cuDNN fused SDPA through the frontend graph API
-  kCutlass,  // CUTLASS's example 88 Hopper FMHA (cutlass_peer.hpp)
+  kLibrary,          // flashcore::run with the named backend
+  kCudnn,            // cuDNN fused SDPA through the frontend graph API
+  kCutlass,          // CUTLASS's example 88 Hopper FMHA (cutlass_peer.hpp)
+  kLibraryBackward,  // flashcore::run_backward (backward_runner.hpp)
+  kCudnnBackward,    // cuDNN fused SDPA backward through the frontend graph API
 };
 
 struct Workload {
@@ -30,6 +32,13 @@ struct Workload {
   Engine engine;
   const char* backend;  // flashcore::parse_backend name; "auto" for the best fused provider
   MaskRule mask;
+  // Cases of its own instead of the chapter's (the backward's training shapes); null: the
+  // chapter's.
+  std::vector<Case> (*cases)(Profile profile) = nullptr;
+  // Selected only by its full name, not by its chapter's: the backward's cases cost their own
+  // float64 reference and peers, which runs of a whole chapter (the journey, the tuner's
+  // scripts) do not ask for.
+  bool named_only = false;
 };
 
 struct Chapter {
@@ -54,7 +63,8 @@ struct Target {
   std::string name() const { return std::string(chapter->name) + ":" + workload->name; }
 };
 
-// Parses "CHAPTER[:WORKLOAD][,...]" into targets in table order without duplicates. On an unknown
+// Parses "CHAPTER[:WORKLOAD][,...]" into targets in table order without duplicates (a CHAPTER
+// alone selects its workloads that are not named_only). On an unknown
 // chapter or workload returns false and lists what is valid in *error.
 bool select_targets(const std::string& spec, std::vector<Target>* targets, std::string* error);
 
@@ -62,8 +72,11 @@ bool select_targets(const std::string& spec, std::vector<Target>* targets, std::
 // chapter filter returns false with the valid chapters in *error.
 bool list_targets(const std::string& chapter_filter, std::string* text, std::string* error);
 
-// The workload that every speed bar is measured against, run at each case of the selection.
+// The workload that every speed bar is measured against, run at each case of the selection:
+// cuDNN's forward, or for a backward case (Case::backward) cuDNN's backward.
 const Target& cudnn_peer();
+const Target& cudnn_backward_peer();
+const Target& cudnn_peer_for(const Case& c);
 
 // A comma-separated list of the chapter names, for error messages.
 std::string chapter_names();
