@@ -83,12 +83,27 @@ def main(shape):
                                                              block_mask=block_mask))
         builtin_us = gpu_median(lambda: flashcore.flex_attention(q, k, v, score_mod=alibi,
                                                                  block_mask=block_mask))
+        plain_us = gpu_median(lambda: flashcore.flex_attention(q, k, v, block_mask=block_mask))
         flops = 4 * B * H * S * S * D / 2
         print(f"warm call: {jit_us:.1f} us ({flops / jit_us / 1e6:.1f} TFLOP/s), built-in ALiBi "
               f"(same scores): {builtin_us:.1f} us ({flops / builtin_us / 1e6:.1f} TFLOP/s), "
               f"JIT/built-in time {jit_us / builtin_us:.2f}x; rel L2 JIT vs built-in {err:.1e}; "
               f"one warm call end to end (host + GPU, synchronized) {host * 1e3:.2f} ms; "
               f"nvcc runs in this process: {jit.stats()['compiles']}")
+        print(f"the same causal BlockMask with no score_mod: {plain_us:.1f} us "
+              f"({flops / plain_us / 1e6:.1f} TFLOP/s)")
+        # Host cost of a call (argument checks, the cache key, the launch; no GPU wait) on a
+        # problem too small for the GPU to matter, JIT against the built-in mod.
+        tq, tk, tv, tmod, talibi, tmask = case(1, 1, 128, 64)
+        for name, score_mod in (("jit_score_mod", tmod), ("built-in ALiBi", talibi)):
+            flashcore.flex_attention(tq, tk, tv, score_mod=score_mod, block_mask=tmask)
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(200):
+                flashcore.flex_attention(tq, tk, tv, score_mod=score_mod, block_mask=tmask)
+            host_us = (time.perf_counter() - start) / 200 * 1e6
+            torch.cuda.synchronize()
+            print(f"host time per call, B1 H1 S128 D64, {name}: {host_us:.1f} us")
 
 
 if __name__ == "__main__":
