@@ -18,6 +18,7 @@ compiles nothing. Captured values are passed at each call and never enter the ke
 """
 
 import ctypes
+import functools
 import hashlib
 import json
 import os
@@ -89,6 +90,7 @@ class JitScoreMod:
                 "returns the new score, e.g. 'return score + bias[h];'"
             )
         self.body = body
+        self._keys = {}  # (dtype, head dim, arch) -> cache key: computed once per mod
         self.captures = {}
         for name in sorted(captures):
             self.captures[name] = _capture_type(name, captures[name]), captures[name]
@@ -203,7 +205,9 @@ def _headers_hash():
     return _headers_digest
 
 
+@functools.lru_cache(maxsize=None)
 def _version():
+    # Once per process: importlib.metadata scans the installed distributions (about 0.2 ms).
     try:
         return metadata.version("flashcore")
     except metadata.PackageNotFoundError:
@@ -213,6 +217,9 @@ def _version():
 def cache_key(mod, dtype, head_dim, arch):
     """The hex key of (snippet, captures' names and types, dtype, kernel head dim, arch, ABI,
     flashcore version, kernel headers). head_dim is the kernel's (64 or 128)."""
+    memo = (dtype, head_dim, arch)
+    if memo in mod._keys:
+        return mod._keys[memo]
     fields = {
         "snippet": mod.body,
         "captures": mod.signature(),
@@ -223,7 +230,9 @@ def cache_key(mod, dtype, head_dim, arch):
         "flashcore": _version(),
         "headers": _headers_hash(),
     }
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
+    key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
+    mod._keys[memo] = key
+    return key
 
 
 def generate_source(mod, dtype, head_dim):
@@ -371,6 +380,14 @@ def kernel_head_dim(head_dim):
     )
 
 
+@functools.lru_cache(maxsize=None)
+def _arch(device_index):
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device_index)
+    return major * 10 + minor
+
+
 def run(mod, q, fields, run_native):
     """Compiles or loads mod for q (torch, [B, S, H, D] view) and calls
     run_native(address, captures, fp16, kernel head dim)."""
@@ -378,13 +395,10 @@ def run(mod, q, fields, run_native):
         raise TypeError(
             f"q is a {type(q).__name__} on the host; a jit_score_mod runs on torch CUDA tensors"
         )
-    import torch
-
     dtype = str(q.dtype).replace("torch.", "")
     if dtype not in _ELEMENTS:
         raise TypeError(f"q has dtype {dtype}; the flex kernel takes float16 or bfloat16")
     head_dim = kernel_head_dim(q.shape[-1])
-    major, minor = torch.cuda.get_device_capability(q.device)
     captures = _capture_words(mod, q.device.index)
-    address = launcher(mod, dtype, head_dim, major * 10 + minor)
+    address = launcher(mod, dtype, head_dim, _arch(q.device.index))
     return run_native(address, captures, dtype == "float16", head_dim)
