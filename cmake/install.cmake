@@ -1,14 +1,17 @@
 # Installation: headers, the static library, a CMake package (find_package(flashcore) gives
-# flashcore::flashcore) and a pkg-config file. The library's one CUDA dependency (static cudart)
+# flashcore::flashcore, and flashcore::flex_kernels for functors of one's own) and a pkg-config file. The library's one CUDA dependency (static cudart)
 # comes back through find_dependency(CUDAToolkit) in the package. The cuBLAS baseline
 # (flashcore_unfused) is for the lab and the tests, and is not installed.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/flashcore" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
-install(TARGETS flashcore EXPORT flashcoreTargets
+install(TARGETS flashcore flashcore_flex_kernels EXPORT flashcoreTargets
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
         INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+# The flex kernel templates and CuTe, for flashcore::flex_kernels (cmake/kernel_headers.cmake).
+flashcore_install_kernel_headers("${PROJECT_SOURCE_DIR}/src" "${FLASHCORE_CUTLASS_INCLUDE}"
+                                 "${CMAKE_INSTALL_INCLUDEDIR}" Unspecified)
 set(flashcore_package_dir "${CMAKE_INSTALL_LIBDIR}/cmake/flashcore")
 install(EXPORT flashcoreTargets NAMESPACE flashcore:: DESTINATION "${flashcore_package_dir}")
 configure_package_config_file("${CMAKE_CURRENT_LIST_DIR}/flashcoreConfig.cmake.in"

@@ -2,7 +2,8 @@
 # Installs a flashcore wheel into a fresh venv in a scratch directory (away from the source and
 # build trees) and checks that it is relocatable: no RPATH/RUNPATH in its modules, no shared
 # cudart (static) and no cuBLAS in the main module (only flashcore._unfused needs it, from the
-# loader's path), type stubs and py.typed present, and `import flashcore` works there.
+# loader's path), type stubs, py.typed and the JIT's kernel headers present, and `import flashcore`
+# works there.
 # Usage: scripts/check_wheel.sh PYTHON WHEEL
 set -euo pipefail
 python="$1"
@@ -24,7 +25,9 @@ if readelf -d "$package"/_flashcore.*.so | grep -E 'NEEDED.*(cudart|cublas)'; th
   echo "check_wheel: _flashcore needs a CUDA library it should link statically or not at all" >&2
   exit 1
 fi
-for file in py.typed _flashcore.pyi _unfused.pyi; do
+# flashcore.jit_score_mod compiles against these (cmake/kernel_headers.cmake).
+for file in py.typed _flashcore.pyi _unfused.pyi include/flashcore/attention.hpp \
+  include/flashcore/kernels/api/run_flex.cuh include/flashcore/cutlass/cute/tensor.hpp; do
   [ -f "$package/$file" ] || { echo "check_wheel: $file missing from the wheel" >&2; exit 1; }
 done
 (cd "$scratch" && "$scratch/venv/bin/python" -c 'import flashcore

@@ -3,9 +3,10 @@
 # (sm_80 + sm_90a), runs every C++ test suite, installs the build and builds the examples/cpp
 # consumer against it (scripts/test_consumer.sh: find_package, pkg-config, add_subdirectory), then
 # builds the Python package with pip over that same installed library and runs pytest
-# (scripts/test_python.sh). Each kernel is compiled once (the add_subdirectory consumer adds one,
-# hd64 fp16 for sm_80). Without a GPU the GPU suites are reported as skipped, with the reason. Ends
-# with the time each phase took.
+# (scripts/test_python.sh). Each kernel is compiled once (the add_subdirectory consumer adds the
+# hd64 fp16 ones for sm_80; examples/cpp/flex_functor and the JIT compile test one sm_80 flex kernel
+# each). Without a GPU the GPU suites are reported as skipped, with the reason. Ends with the time
+# each phase took.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 preset="${FLASHCORE_PRESET:-default}"

@@ -7,8 +7,9 @@ and CUDA graphs see it as one op. Importing needs no GPU and no torch.
 
 import importlib.metadata
 
-from . import _core, mods
+from . import _core, jit, mods
 from .flex import BlockMask, attention_varlen, create_block_mask, flex_attention
+from .jit import JitCompileError, jit_score_mod
 
 __all__ = [
     "attention",
@@ -16,6 +17,9 @@ __all__ = [
     "BlockMask",
     "create_block_mask",
     "flex_attention",
+    "jit",
+    "jit_score_mod",
+    "JitCompileError",
     "last_provider",
     "mods",
     "providers",

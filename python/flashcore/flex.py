@@ -1,11 +1,12 @@
 """FlexAttention on flashcore's kernels: flex_attention, create_block_mask, BlockMask and
-attention_varlen (docs/flex.md). The mods are flashcore's built-ins (flashcore.mods); they run
-fused in the sm80 flex kernels, which auto picks for these problems on any sm_80+ GPU.
+attention_varlen (docs/flex.md). The mods are flashcore's built-ins (flashcore.mods), which run
+fused in the sm80 flex kernels that auto picks for these problems on any sm_80+ GPU, or a
+score_mod of your own compiled at run time (flashcore.jit_score_mod, flashcore/jit.py).
 
 Eager only for now: under torch.compile these functions are traced as Python (no custom op yet).
 """
 
-from . import _core
+from . import _core, jit
 from .mods import MaskMod, ScoreMod
 
 __all__ = ["BlockMask", "create_block_mask", "flex_attention", "attention_varlen"]
@@ -134,8 +135,8 @@ def _score_fields(score_mod):
     if not isinstance(score_mod, ScoreMod):
         raise TypeError(
             f"score_mod is a {type(score_mod).__name__}; flashcore runs its built-in score_mods "
-            "(flashcore.mods.alibi, relative_bias, softcap, compose); a score_mod of your own "
-            "needs the C++ template (docs/flex.md)"
+            "(flashcore.mods.alibi, relative_bias, softcap, compose) and CUDA snippets "
+            "(flashcore.jit_score_mod(\"return score + bias[h];\", bias=t))"
         )
     return score_mod.cap, score_mod.fields()
 
@@ -143,7 +144,8 @@ def _score_fields(score_mod):
 def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None,
                    enable_gqa=False, return_lse=False, *, sinks=None, backend="auto"):
     """PyTorch's flex_attention on flashcore: query [B, Hq, Sq, D], key/value [B, Hkv, Sk, D]
-    (BHSD, as PyTorch), float16 or bfloat16. score_mod: a flashcore.mods score_mod or None;
+    (BHSD, as PyTorch), float16 or bfloat16. score_mod: a flashcore.mods score_mod, a
+    flashcore.jit_score_mod (compiled at the first call, then cached on disk) or None;
     block_mask: a flashcore or torch BlockMask whose mask_mod is a flashcore.mods mask_mod (or
     torch's noop_mask). sinks: optional float32 [Hq] attention-sink logits (gpt-oss).
 
@@ -158,12 +160,16 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     if scale is not None and float(scale) == 0.0:
         raise ValueError("scale is 0; pass None for the default 1/sqrt(head_dim)")
     window, fields = _mask_parts(block_mask, query.shape[2], key.shape[2])
-    cap, score = _score_fields(score_mod)
-    fields.update(score)
     if sinks is not None:
         fields["sinks"] = sinks
     q, k, v = (_swap_seq_heads(x) for x in (query, key, value))
     out, lse = _empty_outputs(query, (query.shape[0], query.shape[1], query.shape[2]), return_lse)
+    if isinstance(score_mod, jit.JitScoreMod):
+        _run_jit(score_mod, q, k, v, _swap_seq_heads(out), lse, scale, False, window, fields,
+                 backend)
+        return (out, lse) if return_lse else out
+    cap, score = _score_fields(score_mod)
+    fields.update(score)
     kernel = (backend, 0, "auto", True)
     _core.run(q, k, v, _swap_seq_heads(out), lse, 0.0 if scale is None else float(scale),
               False, window, cap, kernel, _stream_of(query), flex=fields)
@@ -186,9 +192,12 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be the longest sequence's length, an int >= 1")
-    cap, fields = _score_fields(score_mod)
+    is_jit = isinstance(score_mod, jit.JitScoreMod)
+    cap, fields = (0.0, {}) if is_jit else _score_fields(score_mod)
     if cap and softcap:
         raise ValueError("pass softcap once: as softcap= or in score_mod, not both")
+    if is_jit and softcap:
+        raise ValueError("a jit_score_mod replaces softcap: write it into the snippet")
     fields.update(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                   max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
     if sinks is not None:
@@ -196,10 +205,31 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     out, lse = _empty_outputs(q, (1, q.shape[1], q.shape[0]), return_lse)
     kernel = (backend, 0, "auto", True)
     q4, k4, v4, out4 = (x[None] for x in (q, k, v, out))  # [1, total, H, D] views
+    if is_jit:
+        _run_jit(score_mod, q4, k4, v4, out4, lse, softmax_scale, bool(causal),
+                 (int(window[0]), int(window[1])), fields, backend)
+        return (out, lse[0]) if return_lse else out
     _core.run(q4, k4, v4, out4, lse, 0.0 if softmax_scale is None else float(softmax_scale),
               bool(causal), (int(window[0]), int(window[1])), float(softcap or cap), kernel,
               _stream_of(q), flex=fields)
     return (out, lse[0]) if return_lse else out
+
+
+def _run_jit(score_mod, q, k, v, out, lse, scale, causal, window, fields, backend):
+    """flex_attention with a jit_score_mod: its shared object (compiled or cached) launches the
+    kernel on torch's current stream, after the library's checks (python/src/flashcore_ext.cpp)."""
+    if backend not in ("auto", "sm80"):
+        raise ValueError(f"backend {backend!r}: a jit_score_mod runs on 'sm80' (or 'auto')")
+
+    def launch(address, captures, fp16, kernel_head_dim):
+        _core.native().jit_attention(
+            address, fp16, kernel_head_dim, captures, q, k, v, out, lse,
+            0.0 if scale is None else float(scale), causal, window[0], window[1],
+            _stream_of(q), fields,
+        )
+        _core._state.provider = "sm80"
+
+    jit.run(score_mod, q, fields, launch)
 
 
 def _empty_outputs(like, lse_shape, return_lse):

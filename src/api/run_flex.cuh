@@ -14,10 +14,8 @@
 
 #include <type_traits>
 
-#include "api/validate.hpp"
+#include "api/flex_functors.hpp"
 #include "common/launch_status.hpp"
-#include "common/problem.hpp"
-#include "common/status_message.hpp"
 #include "sm80/flex_kernel.cuh"
 #include "sm80/flex_view.hpp"
 
@@ -28,34 +26,11 @@ Status run_flex(const AttentionParams& params, const Mask& mask, const ScoreMod&
   static_assert(std::is_same_v<Element, __half> || std::is_same_v<Element, __nv_bfloat16>,
                 "Element is __half or __nv_bfloat16");
   using Traits = sm80::FlexTile<Element, kHeadDim>;
-  if (Status s = detail::validate_arguments(params); !s.ok()) return s;
   const DType dtype = std::is_same_v<Element, __half> ? DType::kFloat16 : DType::kBFloat16;
-  if (params.q.dtype != dtype) {
-    return detail::invalid_argument("q's dtype is not the Element run_flex was instantiated for");
+  detail::Problem problem;
+  if (Status s = detail::prepare_functor_flex(params, dtype, kHeadDim, {}, &problem); !s.ok()) {
+    return s;
   }
-  if (params.head_dim > kHeadDim) {
-    return detail::invalid_argument(detail::cat("head_dim ", params.head_dim, " exceeds the ",
-                                                kHeadDim, " run_flex was instantiated for"));
-  }
-  if (params.causal || params.window_left >= 0 || params.window_right >= 0 ||
-      params.softcap != 0.f || params.flex.has_mask_mod() || params.flex.has_score_mod()) {
-    return detail::invalid_argument(
-        "run_flex takes the mods as functors: leave causal, the window, softcap and "
-        "flex.mask / flex.score_mod off (AND a flex::WindowMod into the mask, compose a "
-        "flex::SoftcapScore into the score_mod)");
-  }
-  const flex::BlockMask& m = params.flex.block_mask;
-  if (params.flex.has_block_mask() && (m.q_block_size % sm80::kFlexQBlockMultiple != 0 ||
-                                       m.kv_block_size % sm80::kFlexBlockKV != 0)) {
-    return {StatusCode::kUnsupported,
-            "run_flex runs BlockMasks whose block sizes are multiples of 64"};
-  }
-  if (params.num_splits > 1 || params.tile == TileShape::kSmall) {
-    return {StatusCode::kUnsupported, "run_flex runs one tile, unsplit"};
-  }
-  cudaDeviceProp device{};
-  if (Status s = detail::validate_device(params, &device); !s.ok()) return s;
-  const detail::Problem problem = detail::make_problem(params);
   const auto fp = sm80::flex_view(problem, mask, score_mod);
   return detail::launch_status(sm80::launch_flex_kernel<Traits>(fp, params.stream),
                                "sm80 flex_fwd_kernel (run_flex)");

@@ -50,17 +50,6 @@ bool with_flex_tile(DType dtype, int64_t head_dim, Fn&& fn) {
                                   : with_head_dim<__nv_bfloat16>(head_dim, fn);
 }
 
-// The built-in mods of the params, with the window (causal / window_left / window_right, bound per
-// sequence in the kernel) ANDed into the mask and softcap applied last, after ALiBi and the bias.
-BuiltinFlexParams builtin_flex_view(const Problem& problem) {
-  const AttentionParams& a = problem.params;
-  flex::BuiltinMask mask = a.flex.mask;
-  mask.window = problem.mask;
-  flex::BuiltinScoreMod score_mod = a.flex.score_mod;
-  score_mod.softcap.cap = a.softcap;
-  return sm80::flex_view(problem, mask, score_mod);
-}
-
 }  // namespace
 
 const char* sm80_flex_rejects(const Problem& problem, const cudaDeviceProp& device) {
@@ -92,7 +81,8 @@ const char* sm80_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
 }
 
 Status launch_sm80_flex(const Problem& problem, cudaStream_t stream) {
-  const BuiltinFlexParams fp = builtin_flex_view(problem);
+  const BuiltinFlexParams fp =
+      sm80::flex_view(problem, sm80::builtin_mask(problem), sm80::builtin_score_mod(problem));
   Status status = {StatusCode::kUnsupported, "sm80: head_dim has no flex kernel"};
   with_flex_tile(problem.params.q.dtype, problem.params.head_dim, [&](auto tile) {
     using Traits = decltype(tile);

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "common/problem.hpp"
+#include "flashcore/flex/builtin_mods.hpp"
 #include "flashcore/varlen.hpp"
 #include "sm80/flex_params.hpp"
 #include "sm80/fwd_plan.hpp"
@@ -43,6 +44,20 @@ FlexParams<Mask, ScoreMod> flex_view(const detail::Problem& problem, const Mask&
   fp.cu_seqlens_q = a.cu_seqlens_q;
   fp.cu_seqlens_k = a.cu_seqlens_k;
   return fp;
+}
+
+// The params' built-in mods as the flex kernels run them: the window (causal / window_left /
+// window_right, bound per sequence in the kernel) ANDed into the mask, and softcap applied last,
+// after ALiBi and the bias.
+inline flex::BuiltinMask builtin_mask(const detail::Problem& problem) {
+  flex::BuiltinMask mask = problem.params.flex.mask;
+  mask.window = problem.mask;
+  return mask;
+}
+inline flex::BuiltinScoreMod builtin_score_mod(const detail::Problem& problem) {
+  flex::BuiltinScoreMod score_mod = problem.params.flex.score_mod;
+  score_mod.softcap.cap = problem.params.softcap;
+  return score_mod;
 }
 
 }  // namespace flashcore::sm80

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/backend_registry.hpp"
+#include "api/flex_functors.hpp"
 #include "api/validate.hpp"
 #include "common/block_walk.hpp"
 #include "common/feature_gates.hpp"
@@ -319,6 +320,78 @@ TEST(FlexBlockWalk, ATileOverTwoQueryBlocksWalksBothBlocksListsForTheirOwnRows) 
   const auto tail = detail::kv_tile_walk<64>(m, none, 0, 0, 128, 160, 256);
   ASSERT_EQ(tail.count(), 4);
   EXPECT_EQ(tail.at(3, none, 0, 0, 128, 160, 256).rows_end, 32);
+}
+
+// prepare_functor_flex, what run_flex and flashcore.jit_score_mod check before a launch: the
+// params' fields that the functors replace must be off, the kernel must fit (dtype, head dim,
+// block sizes, one unsplit tile). What passes these reaches the device check.
+TEST(FlexFunctors, PrepareRejectsTheFieldsTheFunctorsReplace) {
+  const detail::FunctorMods both{true, true}, score_only{false, true};
+  struct Case {
+    const char* what;
+    std::function<void(AttentionParams&)> mutate;
+    detail::FunctorMods mods;
+    DType dtype;
+    int head_dim;
+    const char* message;  // nullptr: passes these checks
+  };
+  const auto none = [](AttentionParams&) {};
+  const Case cases[] = {
+      {"a built-in score_mod", none, both, DType::kBFloat16, 128, "the score_mod is a functor"},
+      {"softcap",
+       [](AttentionParams& p) {
+         p.flex.score_mod.alibi.slopes = nullptr;
+         p.softcap = 5.f;
+       },
+       score_only, DType::kBFloat16, 128, "leave softcap and flex.score_mod off"},
+      {"causal",
+       [](AttentionParams& p) {
+         p.flex.score_mod.alibi.slopes = nullptr;
+         p.causal = true;
+       },
+       both, DType::kBFloat16, 128, "the mask_mod is a functor"},
+      {"causal, score functor only",
+       [](AttentionParams& p) {
+         p.flex.score_mod.alibi.slopes = nullptr;
+         p.causal = true;
+       },
+       score_only, DType::kBFloat16, 128, nullptr},
+      {"dtype", none, {false, false}, DType::kFloat16, 128, "q's dtype is not the one"},
+      {"head dim", none, {false, false}, DType::kBFloat16, 64, "head_dim 128 exceeds the 64"},
+      {"block size",
+       [](AttentionParams& p) {
+         p.flex.block_mask = flex::block_mask_shape(p.batch, 1, p.seqlen_q, p.seqlen_k, 80, 128);
+         p.flex.block_mask.kv_num_blocks = reinterpret_cast<const int32_t*>(fake(5));
+         p.flex.block_mask.kv_indices = reinterpret_cast<const int32_t*>(fake(6));
+       },
+       {false, false},
+       DType::kBFloat16,
+       128,
+       "multiples of 64"},
+      {"split",
+       [](AttentionParams& p) { p.num_splits = 2; },
+       {false, false},
+       DType::kBFloat16,
+       128,
+       "unsplit"},
+  };
+  for (const Case& c : cases) {
+    AttentionParams p = flex_params();
+    c.mutate(p);
+    detail::Problem problem;
+    const Status s = detail::prepare_functor_flex(p, c.dtype, c.head_dim, c.mods, &problem);
+    if (c.message) {
+      EXPECT_EQ(s.code == StatusCode::kInvalidArgument || s.code == StatusCode::kUnsupported, true)
+          << c.what << ": " << s.message;
+      EXPECT_NE(s.message.find(c.message), std::string::npos) << c.what << ": " << s.message;
+    } else {
+      // Fake pointers: with a GPU the device check refuses them, without one there is none.
+      EXPECT_TRUE(s.code == StatusCode::kNoDevice ||
+                  s.message.find("pointer CUDA knows") != std::string::npos ||
+                  s.message.find("host memory") != std::string::npos)
+          << c.what << ": " << s.message;
+    }
+  }
 }
 
 }  // namespace

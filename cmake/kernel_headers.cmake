@@ -1,0 +1,57 @@
+# The kernel templates a program of its own instantiates with its own functors (docs/flex.md,
+# "Functors of your own"): api/run_flex.cuh and every header of src/ it includes, and the CuTe /
+# CUTLASS headers they need. They are installed as they lie in src/ (the files are not copied
+# into include/), under include/flashcore/kernels/, so that their "common/...", "sm80/..."
+# includes resolve unchanged; CuTe goes to include/flashcore/cutlass/. The install tree's
+# examples/cpp flex_functor build (scripts/test_consumer.sh) fails when this list misses one.
+#
+# Used by cmake/install.cmake (the install tree, the flashcore::flex_kernels target) and by
+# python/CMakeLists.txt (the wheel carries the same tree for flashcore.jit_score_mod).
+set(FLASHCORE_KERNEL_HEADERS
+  api/flex_functors.hpp
+  api/run_flex.cuh
+  common/block_walk.hpp
+  common/flex_scores.hpp
+  common/launch.hpp
+  common/launch_status.hpp
+  common/online_softmax.hpp
+  common/problem.hpp
+  common/query_view.hpp
+  common/score_scaling.hpp
+  sm80/combine.cuh
+  sm80/epilogue.hpp
+  sm80/flex_kernel.cuh
+  sm80/flex_params.hpp
+  sm80/flex_view.hpp
+  sm80/fwd_params.hpp
+  sm80/fwd_plan.hpp
+  sm80/kernel_traits.hpp
+  sm80/mainloop.hpp
+  sm80/split_kv.hpp
+  sm80/tile_io.hpp
+)
+# Relative to the install prefix's include directory.
+set(FLASHCORE_KERNELS_INCLUDE_SUBDIR "flashcore/kernels")
+set(FLASHCORE_CUTLASS_INCLUDE_SUBDIR "flashcore/cutlass")
+
+# Installs the kernel headers from src_dir (flashcore's src/) and the CuTe / CUTLASS headers from
+# cutlass_include (with its license) under destination (an include directory), in component.
+function(flashcore_install_kernel_headers src_dir cutlass_include destination component)
+  foreach(header IN LISTS FLASHCORE_KERNEL_HEADERS)
+    get_filename_component(subdir "${header}" DIRECTORY)
+    install(FILES "${src_dir}/${header}"
+            DESTINATION "${destination}/${FLASHCORE_KERNELS_INCLUDE_SUBDIR}/${subdir}"
+            COMPONENT ${component})
+  endforeach()
+  # Whole directories: CuTe's includes depend on the architecture and the compiler, so a list of
+  # what one compile read would miss some on another.
+  install(DIRECTORY "${cutlass_include}/cute" "${cutlass_include}/cutlass"
+          DESTINATION "${destination}/${FLASHCORE_CUTLASS_INCLUDE_SUBDIR}" COMPONENT ${component})
+  # The pip wheel scripts/install_deps.sh unpacked keeps CUTLASS's license in its dist-info.
+  file(GLOB license "${cutlass_include}/../../../nvidia_cutlass-*.dist-info/licenses/LICENSE.txt")
+  if(NOT license)
+    message(FATAL_ERROR "CUTLASS's LICENSE.txt not found next to ${cutlass_include}")
+  endif()
+  install(FILES ${license} DESTINATION "${destination}/${FLASHCORE_CUTLASS_INCLUDE_SUBDIR}"
+          COMPONENT ${component})
+endfunction()

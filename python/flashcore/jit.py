@@ -1,0 +1,404 @@
+"""score_mods of your own from Python: a CUDA C++ snippet compiled at run time into flashcore's
+sm80 flex kernel (docs/flex.md, "Functors of your own (Python)").
+
+    bias = torch.randn(H, device="cuda")
+    mod = flashcore.jit_score_mod("return score + bias[h] * (q_idx - kv_idx);", bias=bias)
+    out = flashcore.flex_attention(q, k, v, score_mod=mod)
+
+The snippet is the body of `__device__ float operator()(float score, int b, int h, int q_idx,
+int kv_idx) const` in a functor whose members are the captures: torch tensors become device
+pointers (`const float*` for float32, ...; contiguous, on q's device) and Python bool / int /
+float become `bool` / `int` / `float`. A generated .cu file includes the kernel headers that ship
+with the package (include/flashcore/kernels), instantiates the flex kernel for the functor and
+exports a C entry point; nvcc builds it into a shared object, which ctypes loads. The object is
+cached on disk (FLASHCORE_JIT_CACHE, default ~/.cache/flashcore/jit) under a hash of the snippet,
+the captures' names and types, the dtype, the kernel's head dim, the GPU architecture, the
+flashcore version and its kernel headers, so that a second call, in this process or another,
+compiles nothing. Captured values are passed at each call and never enter the key.
+"""
+
+import ctypes
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import threading
+import time
+from importlib import metadata
+from pathlib import Path
+
+__all__ = ["JitCompileError", "JitScoreMod", "jit_score_mod", "build", "cache_dir", "stats"]
+
+# The ABI of the shared objects' entry point: src/api/flex_functors.hpp's kJitAbiVersion.
+_ABI_VERSION = 1
+# The flex kernel's head dims (src/sm80/flex_fwd.cu); a smaller head dim runs on the next one up.
+_KERNEL_HEAD_DIMS = (64, 128)
+_ELEMENTS = {"float16": "__half", "bfloat16": "__nv_bfloat16"}
+# Tensor captures: torch dtype name -> the pointer the functor holds.
+_POINTER_TYPES = {
+    "float32": "const float*",
+    "float64": "const double*",
+    "float16": "const __half*",
+    "bfloat16": "const __nv_bfloat16*",
+    "int32": "const int*",
+    "int64": "const long long*",
+    "int16": "const short*",
+    "int8": "const signed char*",
+    "uint8": "const unsigned char*",
+    "bool": "const bool*",
+}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# The operator's parameters, and C++ keywords a member could not be named.
+_RESERVED = {
+    "score", "b", "h", "q_idx", "kv_idx", "alignas", "alignof", "auto", "bool", "break", "case",
+    "char", "class", "const", "constexpr", "continue", "default", "delete", "do", "double",
+    "else", "enum", "extern", "false", "float", "for", "goto", "if", "inline", "int", "long",
+    "namespace", "new", "operator", "private", "public", "register", "return", "short", "signed",
+    "sizeof", "static", "struct", "switch", "template", "this", "true", "typedef", "typename",
+    "union", "unsigned", "using", "void", "volatile", "while",
+}
+_MAX_SNIPPET = 1 << 16
+_DEFAULT_NVCC = "/usr/local/cuda/bin/nvcc"
+
+_lock = threading.Lock()
+_loaded = {}  # key -> (ctypes library, launch address): loaded objects of this process
+_stats = {"compiles": 0, "disk_hits": 0, "memory_hits": 0, "last_compile_s": None}
+
+
+class JitCompileError(RuntimeError):
+    """nvcc rejected a snippet; the message holds the compiler's output (lines of the snippet
+    are numbered as `score_mod:LINE`)."""
+
+
+class JitScoreMod:
+    """A score_mod compiled from a CUDA C++ snippet; build it with jit_score_mod."""
+
+    def __init__(self, body, captures):
+        if not isinstance(body, str):
+            raise TypeError(f"the score_mod snippet must be a str, got {type(body).__name__}")
+        if not body.strip():
+            raise ValueError("the score_mod snippet is empty; write e.g. 'return score;'")
+        if len(body) > _MAX_SNIPPET or "\0" in body:
+            raise ValueError("the score_mod snippet must be text under 64 KiB without NUL bytes")
+        if "return" not in body:
+            raise ValueError(
+                "the score_mod snippet returns nothing: it is the body of a function that "
+                "returns the new score, e.g. 'return score + bias[h];'"
+            )
+        self.body = body
+        self._keys = {}  # (dtype, head dim, arch) -> cache key: computed once per mod
+        self.captures = {}
+        for name in sorted(captures):
+            self.captures[name] = _capture_type(name, captures[name]), captures[name]
+
+    def signature(self):
+        """((name, C++ type), ...) of the captures, sorted by name: part of the cache key."""
+        return tuple((name, ctype) for name, (ctype, _) in self.captures.items())
+
+    def __call__(self, *args):
+        raise TypeError(
+            "a jit_score_mod runs only inside flashcore's kernels (flashcore.flex_attention); "
+            "torch's flex_attention cannot evaluate its C++ snippet"
+        )
+
+    def __repr__(self):
+        return f"flashcore.jit_score_mod({self.body!r}, captures={dict(self.signature())})"
+
+
+def jit_score_mod(body, **captures):
+    """A score_mod from a CUDA C++ snippet: the body of `float operator()(float score, int b,
+    int h, int q_idx, int kv_idx) const` (natural-log domain, score = q . k * scale, h the query
+    head), with each keyword a capture visible by its name: a torch tensor (a device pointer,
+    e.g. `const float* bias` for float32, contiguous on q's device) or a bool / int / float."""
+    return JitScoreMod(body, captures)
+
+
+def _capture_type(name, value):
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise ValueError(f"capture name {name!r} is not a C++ identifier")
+    if name in _RESERVED or name.startswith("__") or name.startswith("flashcore"):
+        raise ValueError(
+            f"capture name {name!r} is taken (the operator's parameters score, b, h, q_idx, kv_idx, "
+            "C++ keywords, names starting with __ or flashcore); rename it"
+        )
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        if not -(2**31) <= value < 2**31:
+            raise ValueError(f"capture {name} = {value} does not fit an int (32 bits)")
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    dtype = str(getattr(value, "dtype", "")).replace("torch.", "")
+    if not hasattr(value, "data_ptr") or dtype not in _POINTER_TYPES:
+        raise TypeError(
+            f"capture {name} is a {type(value).__name__}{' of ' + dtype if dtype else ''}; "
+            f"captures are torch tensors of {', '.join(_POINTER_TYPES)} or bool / int / float"
+        )
+    return _POINTER_TYPES[dtype]
+
+
+def _capture_words(mod, device_index):
+    """The captures as the entry point takes them: one 64-bit word each, in signature order."""
+    words = []
+    for name, (ctype, value) in mod.captures.items():
+        if ctype == "bool" or ctype == "int":
+            words.append(int(value) & 0xFFFFFFFFFFFFFFFF)
+        elif ctype == "float":
+            words.append(struct.unpack("<Q", struct.pack("<d", value))[0])
+        else:
+            if not value.is_cuda or value.device.index != device_index:
+                raise ValueError(
+                    f"capture {name} is on {value.device} but q is on cuda:{device_index}; move "
+                    f"it there ({name}.to(q.device))"
+                )
+            if not value.is_contiguous():
+                raise ValueError(
+                    f"capture {name} is not contiguous; the snippet indexes it as a flat array: "
+                    f"pass {name}.contiguous()"
+                )
+            words.append(value.data_ptr())
+    return words
+
+
+def cache_dir():
+    """Where compiled score_mods are kept: FLASHCORE_JIT_CACHE, else $XDG_CACHE_HOME/flashcore/jit
+    (default ~/.cache/flashcore/jit)."""
+    if os.environ.get("FLASHCORE_JIT_CACHE"):
+        return Path(os.environ["FLASHCORE_JIT_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "flashcore" / "jit"
+
+
+def stats():
+    """This process's counts: compiles (nvcc runs), disk_hits (shared objects loaded from the
+    cache), memory_hits (calls that found one loaded) and last_compile_s (seconds)."""
+    return dict(_stats)
+
+
+def _include_dir():
+    return Path(__file__).resolve().parent / "include"
+
+
+_headers_digest = None
+
+
+def _headers_hash():
+    """A hash of the kernel headers the package ships (CuTe aside, pinned by the version), so that
+    a rebuilt package with changed kernels never reuses an object of the old ones."""
+    global _headers_digest
+    if _headers_digest is None:
+        root = _include_dir() / "flashcore"
+        if not (root / "kernels" / "api" / "run_flex.cuh").is_file():
+            raise RuntimeError(
+                f"flashcore's kernel headers are missing under {root}: this installation cannot "
+                "compile score_mods (reinstall the wheel built with its include/ tree)"
+            )
+        digest = hashlib.sha256()
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and "cutlass" not in p.parts):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+        _headers_digest = digest.hexdigest()
+    return _headers_digest
+
+
+@functools.lru_cache(maxsize=None)
+def _version():
+    # Once per process: importlib.metadata scans the installed distributions (about 0.2 ms).
+    try:
+        return metadata.version("flashcore")
+    except metadata.PackageNotFoundError:
+        return "source"
+
+
+def cache_key(mod, dtype, head_dim, arch):
+    """The hex key of (snippet, captures' names and types, dtype, kernel head dim, arch, ABI,
+    flashcore version, kernel headers). head_dim is the kernel's (64 or 128)."""
+    memo = (dtype, head_dim, arch)
+    if memo in mod._keys:
+        return mod._keys[memo]
+    fields = {
+        "snippet": mod.body,
+        "captures": mod.signature(),
+        "dtype": dtype,
+        "head_dim": head_dim,
+        "arch": arch,
+        "abi": _ABI_VERSION,
+        "flashcore": _version(),
+        "headers": _headers_hash(),
+    }
+    key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
+    mod._keys[memo] = key
+    return key
+
+
+def generate_source(mod, dtype, head_dim):
+    """The .cu file of a score_mod: the functor, and the entry points of src/api/flex_functors.hpp."""
+    members = "\n".join(f"  {ctype} {name};" for name, ctype in mod.signature())
+    unpack = "\n".join(
+        f"  flashcore_unpack(captures[{i}], &mod.{name});"
+        for i, (name, _) in enumerate(mod.signature())
+    )
+    head = f"""// Generated by flashcore.jit_score_mod: a score_mod of the caller's own in the sm80 flex kernel.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "api/flex_functors.hpp"
+#include "sm80/flex_kernel.cuh"
+#include "sm80/flex_view.hpp"
+
+namespace {{
+
+struct JitScoreMod {{
+{members}
+  __device__ float operator()(float score, int b, int h, int q_idx, int kv_idx) const {{
+"""
+    # Compiler messages about the snippet name score_mod:LINE, the rest this file's own lines.
+    after_body = head.count("\n") + mod.body.count("\n") + 4
+    return head + f"""#line 1 "score_mod"
+{mod.body}
+#line {after_body} "flashcore_jit.cu"
+  }}
+}};
+
+// A capture's 64-bit word: a pointer, an int64 of an int or bool, or a double of a float.
+template <typename T>
+void flashcore_unpack(uint64_t word, T** out) {{ std::memcpy(out, &word, sizeof(word)); }}
+void flashcore_unpack(uint64_t word, int* out) {{ *out = static_cast<int>(static_cast<int64_t>(word)); }}
+void flashcore_unpack(uint64_t word, bool* out) {{ *out = word != 0; }}
+void flashcore_unpack(uint64_t word, float* out) {{
+  double value;
+  std::memcpy(&value, &word, sizeof(value));
+  *out = static_cast<float>(value);
+}}
+
+}}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int flashcore_jit_abi_version() {{
+  return flashcore::detail::kJitAbiVersion;
+}}
+
+// flashcore::detail::JitLaunchFn; the mask is the params' built-in one (window, documents,
+// prefix-LM), as in the library's own flex kernels.
+extern "C" __attribute__((visibility("default"))) int flashcore_jit_launch(
+    const flashcore::detail::Problem* problem, const uint64_t* captures, cudaStream_t stream) {{
+  JitScoreMod mod{{}};
+{unpack}
+  (void)captures;
+  using Traits = flashcore::sm80::FlexTile<{_ELEMENTS[dtype]}, {head_dim}>;
+  const auto fp = flashcore::sm80::flex_view(*problem, flashcore::sm80::builtin_mask(*problem), mod);
+  return static_cast<int>(flashcore::sm80::launch_flex_kernel<Traits>(fp, stream));
+}}
+"""
+
+
+def find_nvcc():
+    """nvcc from CUDA_HOME / CUDA_PATH, then PATH, then /usr/local/cuda; RuntimeError if none."""
+    candidates = [os.path.join(os.environ[v], "bin", "nvcc") for v in ("CUDA_HOME", "CUDA_PATH")
+                  if os.environ.get(v)]
+    candidates += [shutil.which("nvcc") or "", _DEFAULT_NVCC]
+    for path in candidates:
+        if path and os.access(path, os.X_OK):
+            return path
+    raise RuntimeError(
+        "flashcore.jit_score_mod compiles its snippet with nvcc, which was not found: install the "
+        "CUDA toolkit (12.x or 13.x) and set CUDA_HOME or put nvcc on PATH"
+    )
+
+
+def build(mod, dtype="float16", head_dim=64, arch=80):
+    """The path of mod's shared object for (dtype, kernel head dim 64/128, sm_<arch>), compiled
+    now unless the cache has it. Needs nvcc, not a GPU."""
+    if dtype not in _ELEMENTS:
+        raise ValueError(f"dtype {dtype!r}: the flex kernel runs float16 and bfloat16")
+    if head_dim not in _KERNEL_HEAD_DIMS:
+        raise ValueError(f"head_dim {head_dim}: the flex kernels are compiled for 64 and 128")
+    if int(arch) < 80:
+        raise ValueError(f"sm_{arch}: the flex kernel needs sm_80 or newer")
+    key = cache_key(mod, dtype, head_dim, int(arch))
+    directory = cache_dir()
+    target = directory / f"score_mod_{key}.so"
+    if target.is_file():
+        return target, False
+    directory.mkdir(parents=True, exist_ok=True)
+    source = directory / f"score_mod_{key}.cu"
+    source.write_text(generate_source(mod, dtype, head_dim))
+    include = _include_dir()
+    # A per-process name, renamed into place: processes that compile one key at once each get a
+    # whole object, and a reader never sees a partial one.
+    partial = directory / f"score_mod_{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+    command = [
+        find_nvcc(), "-std=c++17", "-O3", "--expt-relaxed-constexpr", "-shared",
+        "-Xcompiler", "-fPIC,-fvisibility=hidden", f"-gencode=arch=compute_{arch},code=sm_{arch}",
+        f"-I{include}", f"-I{include / 'flashcore' / 'kernels'}",
+        "-isystem", str(include / "flashcore" / "cutlass"), "-o", str(partial), str(source),
+    ]
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise JitCompileError(
+            f"nvcc could not compile the score_mod snippet (lines are numbered score_mod:LINE; the "
+            f"generated file is {source}):\n{result.stderr.strip() or result.stdout.strip()}"
+        )
+    os.replace(partial, target)
+    _stats["compiles"] += 1
+    _stats["last_compile_s"] = time.perf_counter() - start
+    return target, True
+
+
+def launcher(mod, dtype, head_dim, arch):
+    """The entry point's address for mod (compiled and loaded once per key)."""
+    key = cache_key(mod, dtype, head_dim, arch)
+    with _lock:
+        if key in _loaded:
+            _stats["memory_hits"] += 1
+            return _loaded[key][1]
+        path, compiled = build(mod, dtype, head_dim, arch)
+        if not compiled:
+            _stats["disk_hits"] += 1
+        library = ctypes.CDLL(str(path))
+        if library.flashcore_jit_abi_version() != _ABI_VERSION:
+            raise RuntimeError(f"{path} was built for another flashcore; delete it and call again")
+        address = ctypes.cast(library.flashcore_jit_launch, ctypes.c_void_p).value
+        _loaded[key] = (library, address)
+        return address
+
+
+def kernel_head_dim(head_dim):
+    for d in _KERNEL_HEAD_DIMS:
+        if head_dim <= d:
+            return d
+    raise ValueError(
+        f"head_dim {head_dim}: a jit_score_mod runs on the flex kernels, head dims up to 128"
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def _arch(device_index):
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device_index)
+    return major * 10 + minor
+
+
+def run(mod, q, fields, run_native):
+    """Compiles or loads mod for q (torch, [B, S, H, D] view) and calls
+    run_native(address, captures, fp16, kernel head dim)."""
+    if not getattr(q, "is_cuda", False):
+        raise TypeError(
+            f"q is a {type(q).__name__} on the host; a jit_score_mod runs on torch CUDA tensors"
+        )
+    dtype = str(q.dtype).replace("torch.", "")
+    if dtype not in _ELEMENTS:
+        raise TypeError(f"q has dtype {dtype}; the flex kernel takes float16 or bfloat16")
+    head_dim = kernel_head_dim(q.shape[-1])
+    captures = _capture_words(mod, q.device.index)
+    address = launcher(mod, dtype, head_dim, _arch(q.device.index))
+    return run_native(address, captures, dtype == "float16", head_dim)

@@ -1,0 +1,113 @@
+"""flashcore.jit_score_mod's costs (docs/flex.md): the first call with an empty cache (nvcc), the
+first call of a new process (the shared object from the disk cache), and a warm call, next to the
+built-in mod that computes the same scores. One process per phase; CUDA events, median of 20
+calls after 5 warm-ups. Usage: python3 scripts/time_jit.py [B H S D]."""
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+import flashcore
+from flashcore import jit, mods
+
+SNIPPET = "return score + bias[h] * (q_idx - kv_idx);"
+
+
+def case(B, H, S, D):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(B, H, S, D, dtype=torch.bfloat16, device="cuda", generator=g)
+               for _ in range(3))
+    slopes = torch.rand(H, device="cuda", generator=g) * 0.1
+    # Under causal, score + bias[h] * (q_idx - kv_idx) with bias = -slopes is ALiBi exactly.
+    mod = flashcore.jit_score_mod(SNIPPET, bias=-slopes)
+    block_mask = flashcore.create_block_mask(mods.causal(), B, None, S, S, BLOCK_SIZE=128)
+    return q, k, v, mod, mods.alibi(slopes), block_mask
+
+
+def wall(fn):
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def gpu_median(fn):
+    for _ in range(5):
+        fn()
+    times = []
+    for _ in range(20):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)
+
+
+def child(shape):
+    q, k, v, mod, _, block_mask = case(*shape)
+    seconds = wall(lambda: flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask))
+    s = jit.stats()
+    print(f"{seconds:.3f} {s['compiles']} {s['disk_hits']}")
+
+
+def main(shape):
+    B, H, S, D = shape
+    print(f"{torch.cuda.get_device_name()}, nvcc {jit.find_nvcc()}, B{B} H{H} S{S} D{D} bf16, "
+          "causal BlockMask (128)")
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["FLASHCORE_JIT_CACHE"] = cache
+        runs = []
+        for phase in ("empty cache", "cached on disk"):
+            out = subprocess.run([sys.executable, __file__, "--child", *map(str, shape)],
+                                 capture_output=True, text=True, check=True).stdout.split()
+            runs.append(out)
+            print(f"first call of a new process, {phase}: {float(out[0]) * 1e3:.0f} ms wall "
+                  f"(nvcc runs: {out[1]}, loaded from disk: {out[2]})")
+        q, k, v, mod, alibi, block_mask = case(*shape)
+        flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask)
+        jit_out = flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask)
+        ref = flashcore.flex_attention(q, k, v, score_mod=alibi, block_mask=block_mask)
+        err = ((jit_out.float() - ref.float()).norm() / ref.float().norm()).item()
+        host = min(wall(lambda: flashcore.flex_attention(q, k, v, score_mod=mod,
+                                                         block_mask=block_mask))
+                   for _ in range(5))
+        jit_us = gpu_median(lambda: flashcore.flex_attention(q, k, v, score_mod=mod,
+                                                             block_mask=block_mask))
+        builtin_us = gpu_median(lambda: flashcore.flex_attention(q, k, v, score_mod=alibi,
+                                                                 block_mask=block_mask))
+        plain_us = gpu_median(lambda: flashcore.flex_attention(q, k, v, block_mask=block_mask))
+        flops = 4 * B * H * S * S * D / 2
+        print(f"warm call: {jit_us:.1f} us ({flops / jit_us / 1e6:.1f} TFLOP/s), built-in ALiBi "
+              f"(same scores): {builtin_us:.1f} us ({flops / builtin_us / 1e6:.1f} TFLOP/s), "
+              f"JIT/built-in time {jit_us / builtin_us:.2f}x; rel L2 JIT vs built-in {err:.1e}; "
+              f"one warm call end to end (host + GPU, synchronized) {host * 1e3:.2f} ms; "
+              f"nvcc runs in this process: {jit.stats()['compiles']}")
+        print(f"the same causal BlockMask with no score_mod: {plain_us:.1f} us "
+              f"({flops / plain_us / 1e6:.1f} TFLOP/s)")
+        # Host cost of a call (argument checks, the cache key, the launch; no GPU wait) on a
+        # problem too small for the GPU to matter, JIT against the built-in mod.
+        tq, tk, tv, tmod, talibi, tmask = case(1, 1, 128, 64)
+        for name, score_mod in (("jit_score_mod", tmod), ("built-in ALiBi", talibi)):
+            flashcore.flex_attention(tq, tk, tv, score_mod=score_mod, block_mask=tmask)
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(200):
+                flashcore.flex_attention(tq, tk, tv, score_mod=score_mod, block_mask=tmask)
+            host_us = (time.perf_counter() - start) / 200 * 1e6
+            torch.cuda.synchronize()
+            print(f"host time per call, B1 H1 S128 D64, {name}: {host_us:.1f} us")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        child(tuple(int(x) for x in sys.argv[2:6]))
+    else:
+        main(tuple(int(x) for x in sys.argv[1:5]) if len(sys.argv) > 4 else (4, 16, 4096, 128))

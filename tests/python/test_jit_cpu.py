@@ -1,0 +1,208 @@
+"""flashcore.jit_score_mod without a GPU and without torch: the snippet's and captures' checks, the
+cache key (stable across processes, blind to captured values), the generated source, and with
+nvcc: a compile error raised with the compiler's message, and a snippet compiled once into a
+shared object that the second build finds in the cache."""
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import flashcore
+from flashcore import jit
+
+
+class FakeTensor:
+    """What the captures read of a torch tensor: dtype and data_ptr."""
+
+    def __init__(self, dtype="torch.float32"):
+        self.dtype = dtype
+
+    def data_ptr(self):
+        return 0
+
+
+BIAS = "return score + bias[h] * (q_idx - kv_idx);"
+
+
+def nvcc_or_skip():
+    try:
+        return jit.find_nvcc()
+    except RuntimeError:
+        pytest.skip("SKIPPED: nvcc not found (CUDA_HOME, PATH, /usr/local/cuda), so the JIT "
+                    "compile tests do not run")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLASHCORE_JIT_CACHE", str(tmp_path / "jit"))
+    return tmp_path / "jit"
+
+
+@pytest.mark.parametrize(
+    "body, error, message",
+    [
+        (7, TypeError, r"snippet must be a str"),
+        ("  \n", ValueError, r"snippet is empty"),
+        ("score * 2;", ValueError, r"returns nothing"),
+        ("return score;\0", ValueError, r"without NUL"),
+        ("return score;" + " " * (1 << 16), ValueError, r"under 64 KiB"),
+    ],
+)
+def test_snippet_errors(body, error, message):
+    with pytest.raises(error, match=message):
+        flashcore.jit_score_mod(body)
+
+
+@pytest.mark.parametrize(
+    "captures, error, message",
+    [
+        ({"h": 1.0}, ValueError, r"capture name 'h' is taken"),
+        ({"class": 1.0}, ValueError, r"capture name 'class' is taken"),
+        ({"__x": 1.0}, ValueError, r"capture name '__x' is taken"),
+        ({"flashcore_x": 1.0}, ValueError, r"capture name 'flashcore_x' is taken"),
+        ({"bias": np.zeros(4, np.float32)}, TypeError, r"capture bias is a ndarray of float32"),
+        ({"bias": "text"}, TypeError, r"captures are torch tensors of float32"),
+        ({"bias": FakeTensor("torch.complex64")}, TypeError, r"capture bias is a FakeTensor of complex64"),
+        ({"n": 2**31}, ValueError, r"capture n = 2147483648 does not fit an int"),
+    ],
+)
+def test_capture_errors(captures, error, message):
+    with pytest.raises(error, match=message):
+        flashcore.jit_score_mod(BIAS, **captures)
+
+
+def test_capture_names_must_be_identifiers():
+    with pytest.raises(ValueError, match=r"capture name '2x' is not a C\+\+ identifier"):
+        jit.JitScoreMod(BIAS, {"2x": 1.0})
+
+
+def test_capture_types_and_sorted_signature():
+    mod = flashcore.jit_score_mod(
+        BIAS, bias=FakeTensor(), ids=FakeTensor("torch.int32"), half=FakeTensor("torch.bfloat16"),
+        on=True, n=3, alpha=0.5,
+    )
+    assert mod.signature() == (
+        ("alpha", "float"), ("bias", "const float*"), ("half", "const __nv_bfloat16*"),
+        ("ids", "const int*"), ("n", "int"), ("on", "bool"),
+    )
+
+
+def test_a_jit_mod_is_not_a_torch_function():
+    with pytest.raises(TypeError, match=r"runs only inside flashcore's kernels"):
+        flashcore.jit_score_mod(BIAS, bias=FakeTensor())(0.0, 0, 0, 0, 0)
+
+
+def test_flex_attention_with_a_jit_mod_needs_torch_cuda_tensors():
+    q = np.zeros((1, 2, 16, 64), np.float16)
+    with pytest.raises(TypeError, match=r"q is a ndarray on the host; a jit_score_mod runs on torch"):
+        flashcore.flex_attention(q, q, q, score_mod=flashcore.jit_score_mod("return score;"))
+    with pytest.raises(ValueError, match=r"backend 'sm90': a jit_score_mod runs on 'sm80'"):
+        flashcore.flex_attention(q, q, q, score_mod=flashcore.jit_score_mod("return score;"),
+                                 backend="sm90")
+
+
+def test_cache_key_covers_the_compiled_parts_only():
+    key = jit.cache_key(flashcore.jit_score_mod(BIAS, bias=FakeTensor(), alpha=0.5),
+                        "float16", 64, 90)
+    same = [
+        jit.JitScoreMod(BIAS, {"alpha": 0.7, "bias": FakeTensor()}),  # another value, order
+    ]
+    different = [
+        flashcore.jit_score_mod(BIAS + " ", bias=FakeTensor(), alpha=0.5),
+        flashcore.jit_score_mod(BIAS, bias=FakeTensor("torch.float16"), alpha=0.5),
+        flashcore.jit_score_mod(BIAS, bias=FakeTensor(), alpha=1),
+        flashcore.jit_score_mod(BIAS, bias=FakeTensor(), beta=0.5),
+    ]
+    assert all(jit.cache_key(m, "float16", 64, 90) == key for m in same)
+    assert all(jit.cache_key(m, "float16", 64, 90) != key for m in different)
+    mod = same[0]
+    assert jit.cache_key(mod, "bfloat16", 64, 90) != key
+    assert jit.cache_key(mod, "float16", 128, 90) != key
+    assert jit.cache_key(mod, "float16", 64, 80) != key
+
+
+def test_cache_key_is_the_same_in_another_process():
+    # torch (where installed) is imported before flashcore: on the H100 machine a process that
+    # loads flashcore's extension before torch dies with SIGSEGV (test_api_cpu's fresh-import
+    # check shows it); this test is about the key, not that crash.
+    code = ("import importlib.util\n"
+            "if importlib.util.find_spec('torch'): import torch\n"
+            "import flashcore\nfrom flashcore import jit\n"
+            "print(jit.cache_key(flashcore.jit_score_mod(%r, alpha=0.5), 'bfloat16', 128, 90))"
+            % BIAS)
+    keys = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout.strip()
+        for seed in (1, 2)
+    }
+    keys.add(jit.cache_key(flashcore.jit_score_mod(BIAS, alpha=0.5), "bfloat16", 128, 90))
+    assert len(keys) == 1 and len(keys.pop()) == 32
+
+
+def test_generated_source_numbers_the_snippet_and_its_own_lines():
+    body = "float x = score;\nreturn x + bias[h];"
+    source = jit.generate_source(jit.JitScoreMod(body, {"bias": FakeTensor()}), "bfloat16", 128)
+    lines = source.split("\n")
+    start = lines.index('#line 1 "score_mod"')
+    assert lines[start + 1:start + 3] == body.split("\n")
+    directive = lines[start + 3]
+    assert directive.startswith("#line ")
+    # The line after the directive gets the number it names: its own line in the file.
+    assert int(directive.split()[1]) == start + 5
+    assert "  const float* bias;" in lines
+    assert "FlexTile<__nv_bfloat16, 128>" in source
+
+
+def test_build_arguments_are_checked():
+    mod = flashcore.jit_score_mod("return score;")
+    with pytest.raises(ValueError, match=r"runs float16 and bfloat16"):
+        jit.build(mod, "float32", 64, 90)
+    with pytest.raises(ValueError, match=r"compiled for 64 and 128"):
+        jit.build(mod, "float16", 96, 90)
+    with pytest.raises(ValueError, match=r"needs sm_80 or newer"):
+        jit.build(mod, "float16", 64, 75)
+    with pytest.raises(ValueError, match=r"head dims up to 128"):
+        jit.kernel_head_dim(256)
+    assert [jit.kernel_head_dim(d) for d in (8, 64, 72, 128)] == [64, 64, 128, 128]
+
+
+def test_missing_nvcc_is_a_clear_error(monkeypatch, cache):
+    for name in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(jit, "_DEFAULT_NVCC", "/nonexistent/nvcc")
+    with pytest.raises(RuntimeError, match=r"nvcc, which was not found: .* set CUDA_HOME"):
+        jit.build(flashcore.jit_score_mod("return score;"), "float16", 64, 80)
+
+
+def test_compile_error_shows_nvcc_message(cache):
+    nvcc_or_skip()
+    mod = flashcore.jit_score_mod("float x = score\nreturn x + undeclared_thing;")
+    with pytest.raises(flashcore.JitCompileError) as raised:
+        jit.build(mod, "float16", 64, 80)
+    message = str(raised.value)
+    assert "nvcc could not compile the score_mod snippet" in message
+    assert "score_mod(2): error" in message  # the snippet's own line number
+    assert not list(cache.glob("*.so"))
+
+
+def test_compiles_once_then_hits_the_cache(cache):
+    nvcc_or_skip()
+    mod = flashcore.jit_score_mod("return score * scale_h[h] + (on ? bias : 0.f);",
+                                  scale_h=FakeTensor(), on=True, bias=0.25)
+    compiles = jit.stats()["compiles"]
+    path, compiled = jit.build(mod, "bfloat16", 64, 80)
+    assert compiled and path.parent == cache and jit.stats()["compiles"] == compiles + 1
+    assert jit.stats()["last_compile_s"] > 0
+    library = ctypes.CDLL(str(path))
+    assert library.flashcore_jit_abi_version() == 1
+    assert library.flashcore_jit_launch  # the entry point is exported
+    again, compiled = jit.build(jit.JitScoreMod(mod.body, {"bias": 1.5, "on": False,
+                                                           "scale_h": FakeTensor()}),
+                                "bfloat16", 64, 80)
+    assert again == path and not compiled and jit.stats()["compiles"] == compiles + 1

@@ -1,0 +1,200 @@
+"""flashcore.jit_score_mod on a GPU: snippets compiled at run time into the sm80 flex kernel,
+against a float64 computation of the same score function written in torch; the built-in mask
+(BlockMask, causal varlen) around a JIT score_mod; the checks before launch; and the disk cache
+(a fresh process compiles nothing). Fresh inputs every run (the seed is in every failure)."""
+
+import os
+import secrets
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip(
+    "torch", reason="SKIPPED: torch is not installed, so no GPU test of flashcore.jit runs"
+)
+if not torch.cuda.is_available():
+    pytest.skip("SKIPPED: torch sees no CUDA device, so no GPU test of flashcore.jit runs",
+                allow_module_level=True)
+
+import flashcore  # noqa: E402
+from flashcore import jit, mods  # noqa: E402
+
+try:
+    jit.find_nvcc()
+except RuntimeError:
+    pytest.skip("SKIPPED: nvcc not found (CUDA_HOME, PATH, /usr/local/cuda), so no "
+                "jit_score_mod can be compiled", allow_module_level=True)
+
+RUN_SEED = int(os.environ.get("FLASHCORE_TEST_SEED", secrets.randbelow(2**31)))
+TOLERANCE = {torch.float16: 5e-3, torch.bfloat16: 1e-2}
+LSE_TOLERANCE = 1e-2
+BIAS = "return score + bias[h] * (q_idx - kv_idx);"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def cache(tmp_path_factory):
+    """A cache of this module's own, so that the first call of each snippet compiles."""
+    path = tmp_path_factory.mktemp("jit")
+    previous = os.environ.get("FLASHCORE_JIT_CACHE")
+    os.environ["FLASHCORE_JIT_CACHE"] = str(path)
+    yield path
+    if previous is None:
+        del os.environ["FLASHCORE_JIT_CACHE"]
+    else:
+        os.environ["FLASHCORE_JIT_CACHE"] = previous
+
+
+def reference(q, k, v, score_fn, visible_fn=None):
+    """(out, lse) in float64, BHSD (Sq == Sk); score_fn(score, b, h, q_idx, kv_idx) on tensors."""
+    B, Hq, S, D = q.shape
+    group = Hq // k.shape[1]
+    kd = k.double().repeat_interleave(group, 1)
+    vd = v.double().repeat_interleave(group, 1)
+    scores = (q.double() @ kd.transpose(-1, -2)) * D**-0.5
+    b = torch.arange(B, device=q.device)[:, None, None, None]
+    h = torch.arange(Hq, device=q.device)[None, :, None, None]
+    qi = torch.arange(S, device=q.device)[None, None, :, None]
+    ki = torch.arange(k.shape[2], device=q.device)[None, None, None, :]
+    scores = score_fn(scores, b, h, qi, ki)
+    if visible_fn is not None:
+        scores = scores.masked_fill(~visible_fn(b, h, qi, ki).expand_as(scores), float("-inf"))
+    lse = torch.logsumexp(scores, -1)
+    return torch.exp(scores - lse[..., None]).nan_to_num(0.0) @ vd, lse
+
+
+def check(out, lse, ref_out, ref_lse, dtype, what):
+    assert torch.isfinite(out).all(), f"{what}: NaN/inf in out (seed {RUN_SEED})"
+    err = ((out.double() - ref_out).norm() / ref_out.norm()).item()
+    assert err <= TOLERANCE[dtype], f"{what}: rel L2 {err:.2e} (seed {RUN_SEED})"
+    lse_err = (lse.double() - ref_lse).abs().max().item()
+    assert lse_err <= LSE_TOLERANCE, f"{what}: lse error {lse_err:.2e} (seed {RUN_SEED})"
+
+
+def inputs(dtype, B=2, Hq=4, Hkv=2, S=300, D=128, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED + seed)
+    return [torch.randn(B, h, S, D, dtype=dtype, device="cuda", generator=g)
+            for h in (Hq, Hkv, Hkv)]
+
+
+@pytest.mark.parametrize("dtype, head_dim", [(torch.float16, 64), (torch.bfloat16, 128),
+                                             (torch.float16, 40)])
+def test_bias_example_matches_float64(dtype, head_dim):
+    q, k, v = inputs(dtype, D=head_dim)
+    bias = torch.randn(q.shape[1], device="cuda") * 0.05
+    mod = flashcore.jit_score_mod(BIAS, bias=bias)
+    out, lse = flashcore.flex_attention(q, k, v, score_mod=mod, enable_gqa=True, return_lse=True)
+    assert flashcore.last_provider() == "sm80"
+    ref_out, ref_lse = reference(
+        q, k, v, lambda s, b, h, qi, ki: s + bias.double()[h] * (qi - ki))
+    check(out, lse, ref_out, ref_lse, dtype, f"bias {dtype} hd{head_dim}")
+    # Captured values are read at each call: new values, same compiled object.
+    compiles = jit.stats()["compiles"]
+    bias.mul_(-3.0)
+    out, lse = flashcore.flex_attention(q, k, v, score_mod=mod, enable_gqa=True, return_lse=True)
+    ref_out, ref_lse = reference(
+        q, k, v, lambda s, b, h, qi, ki: s + bias.double()[h] * (qi - ki))
+    check(out, lse, ref_out, ref_lse, dtype, "new bias values")
+    assert jit.stats()["compiles"] == compiles
+
+
+def test_captures_of_every_kind_under_a_causal_block_mask():
+    dtype = torch.bfloat16
+    q, k, v = inputs(dtype, Hq=4, Hkv=4, S=320, D=64, seed=1)
+    B, H, S = q.shape[:3]
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 2)
+    temperature = torch.rand(H, device="cuda", generator=g) + 0.5
+    period = torch.randint(2, 9, (B,), device="cuda", generator=g).int()
+    mod = flashcore.jit_score_mod(
+        "float s = score * temperature[h];\n"
+        "if (enabled && kv_idx % period[b] == 0) s += boost;\n"
+        "return s;",
+        temperature=temperature, period=period, boost=0.75, enabled=True)
+    block_mask = flashcore.create_block_mask(mods.causal(), B, None, S, S, BLOCK_SIZE=64)
+    out, lse = flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask,
+                                        return_lse=True)
+
+    def score(s, b, h, qi, ki):
+        return s * temperature.double()[h] + 0.75 * (ki % period[b] == 0)
+
+    ref_out, ref_lse = reference(q, k, v, score, lambda b, h, qi, ki: ki <= qi)
+    check(out, lse, ref_out, ref_lse, dtype, "captures + causal BlockMask")
+
+
+def test_softcap_snippet_equals_the_built_in_softcap():
+    dtype = torch.float16
+    q, k, v = inputs(dtype, Hq=2, Hkv=2, S=256, D=64, seed=3)
+    mod = flashcore.jit_score_mod("return cap * tanhf(score / cap);", cap=5.0)
+    out, lse = flashcore.flex_attention(q, k, v, score_mod=mod, return_lse=True)
+    builtin = flashcore.flex_attention(q, k, v, score_mod=mods.softcap(5.0))
+    err = ((out.float() - builtin.float()).norm() / builtin.float().norm()).item()
+    assert err <= 1e-3, f"JIT softcap vs built-in: {err:.2e} (seed {RUN_SEED})"
+    ref_out, ref_lse = reference(q, k, v, lambda s, b, h, qi, ki: 5.0 * torch.tanh(s / 5.0))
+    check(out, lse, ref_out, ref_lse, dtype, "softcap snippet")
+
+
+def test_varlen_causal_with_a_jit_score_mod():
+    dtype = torch.float16
+    lengths = [0, 1, 7, 200, 64]
+    Hq, Hkv, D = 4, 2, 64
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 4)
+    total = sum(lengths)
+    q, k, v = (torch.randn(total, h, D, dtype=dtype, device="cuda", generator=g)
+               for h in (Hq, Hkv, Hkv))
+    bias = torch.randn(Hq, device="cuda", generator=g) * 0.05
+    cu = torch.tensor([0] + lengths, device="cuda").cumsum(0).int()
+    mod = flashcore.jit_score_mod(BIAS, bias=bias)
+    out, lse = flashcore.attention_varlen(q, k, v, cu, cu, max(lengths), max(lengths),
+                                          causal=True, score_mod=mod, return_lse=True)
+    start = 0
+    for n in lengths:
+        if n:
+            seq = [x[start:start + n].transpose(0, 1)[None] for x in (q, k, v)]
+            ref_out, ref_lse = reference(
+                *seq, lambda s, b, h, qi, ki: s + bias.double()[h] * (qi - ki),
+                lambda b, h, qi, ki: ki <= qi)
+            check(out[start:start + n].transpose(0, 1)[None], lse[:, start:start + n][None],
+                  ref_out, ref_lse, dtype, f"varlen sequence of {n}")
+        start += n
+
+
+def test_bad_arguments_fail_before_launch():
+    q, k, v = inputs(torch.float16, Hq=2, Hkv=2, S=64, D=64, seed=5)
+    bias = torch.randn(2, device="cuda")
+    with pytest.raises(ValueError, match=r"capture bias is on cpu but q is on cuda:0"):
+        flashcore.flex_attention(q, k, v, score_mod=flashcore.jit_score_mod(BIAS, bias=bias.cpu()))
+    strided = torch.randn(2, 2, device="cuda")[:, 0]
+    with pytest.raises(ValueError, match=r"capture bias is not contiguous"):
+        flashcore.flex_attention(q, k, v, score_mod=flashcore.jit_score_mod(BIAS, bias=strided))
+    wide = inputs(torch.float16, Hq=2, Hkv=2, S=64, D=256, seed=6)
+    with pytest.raises(ValueError, match=r"head dims up to 128"):
+        flashcore.flex_attention(*wide, score_mod=flashcore.jit_score_mod(BIAS, bias=bias))
+    cu = torch.tensor([0, 64], device="cuda").int()
+    packed = [x[0].transpose(0, 1) for x in (q, k, v)]
+    with pytest.raises(ValueError, match=r"replaces softcap"):
+        flashcore.attention_varlen(*packed, cu, cu, 64, 64, softcap=5.0,
+                                   score_mod=flashcore.jit_score_mod(BIAS, bias=bias))
+    with pytest.raises(flashcore.JitCompileError, match=r"score_mod\(1\): error"):
+        flashcore.flex_attention(q, k, v, score_mod=flashcore.jit_score_mod("return nope;"))
+
+
+def test_a_second_process_compiles_nothing(cache):
+    q, k, v = inputs(torch.bfloat16, Hq=2, Hkv=2, S=128, D=64, seed=7)
+    snippet = "return score - slope[h] * fabsf(float(q_idx - kv_idx));"
+    slope = torch.rand(2, device="cuda")
+    out = flashcore.flex_attention(q, k, v, score_mod=flashcore.jit_score_mod(snippet, slope=slope))
+    assert list(cache.glob("*.so")), "the first call left no shared object in the cache"
+    torch.save({"q": q, "k": k, "v": v, "slope": slope, "out": out}, cache / "case.pt")
+    child = (
+        "import sys, torch, flashcore\nfrom flashcore import jit\n"
+        "d = torch.load(sys.argv[1])\n"
+        f"mod = flashcore.jit_score_mod({snippet!r}, slope=d['slope'])\n"
+        "out = flashcore.flex_attention(d['q'], d['k'], d['v'], score_mod=mod)\n"
+        "s = jit.stats()\n"
+        "print(s['compiles'], s['disk_hits'], torch.equal(out, d['out']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", child, str(cache / "case.pt")],
+                            capture_output=True, text=True, env=dict(os.environ))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0", "1", "True"], (
+        f"the second process compiled or differed: compiles, disk hits, equal = {result.stdout}")
