@@ -278,6 +278,14 @@ void add_lab_commands(Parser* p, const BackendCheck& is_backend, Options* o) {
   p->robust->add_option("--seed", o->seed,
                         "reproduce the inputs of an earlier run (robust.json's seed); default: "
                         "fresh inputs every run");
+  p->robust
+      ->add_option("--time-budget", o->time_budget_s,
+                   "start no cell after this many seconds; robust.md lists the cells that did "
+                   "not run, and --resume runs them later")
+      ->check(CLI::PositiveNumber);
+  p->robust->add_option("--resume", o->resume,
+                        "an earlier robust.json of the same grid: its results are kept, its seed "
+                        "reused, and only the cells it lacks run; the output holds both");
   p->robust->add_option("--out", o->out_dir, "artifact folder (default lab-out/<UTC timestamp>)");
 
   p->report = p->app.add_subcommand(
