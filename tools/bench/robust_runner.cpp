@@ -173,9 +173,20 @@ bool run_robust(const Options& options, RobustRecord* record, std::string* error
     return false;
   }
   const std::vector<Backend> providers = backends();
+  // This run's cells: the grid's (or, with --shapes, those of the shapes named, in that order)
+  // less those already done.
   std::vector<RobustCase> grid;
-  for (const RobustCase& cell : robust_grid(options.quick)) {
-    if (done.count(cell.name()) == 0) grid.push_back(cell);
+  const std::vector<RobustCase> all = robust_grid(options.quick);
+  std::vector<std::string> shapes = options.shapes;
+  if (shapes.empty()) {
+    for (const RobustShape& s : robust_shapes()) shapes.push_back(s.name);
+  }
+  std::set<std::string> taken;
+  for (const std::string& shape : shapes) {
+    if (!taken.insert(shape).second) continue;
+    for (const RobustCase& cell : all) {
+      if (cell.shape == shape && done.count(cell.name()) == 0) grid.push_back(cell);
+    }
   }
   Progress progress(grid.size() * providers.size(), options.progress_every);
   const Clock::time_point start = Clock::now();
