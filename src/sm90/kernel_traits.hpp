@@ -19,6 +19,7 @@
 
 #include "sm90/tile_scheduler.hpp"
 #include "sm90/tile_table.hpp"
+#include "sm90/tuned_tiles.hpp"
 
 namespace flashcore::sm90 {
 
@@ -59,8 +60,9 @@ constexpr int consumer_registers_for(int consumer_warpgroups) {
 }
 
 // The knobs the tile table fixes per head dim, as one type: the shipped kernels take
-// DefaultConfig, and the tuner (`flashcore-bench tune`, docs/lab.md) instantiates others from
-// generated translation units without touching the shipped instantiation list.
+// ProductionConfig (DefaultConfig unless a reviewed row replaces it), and the tuner
+// (`flashcore-bench tune`, docs/lab.md) instantiates others from generated translation units
+// without touching the shipped instantiation list.
 template <int kBlockN_, int kStages_, int kConsumerWarpgroups_, int kConsumerRegisters_>
 struct TileConfig {
   static constexpr int kBlockN = kBlockN_;
@@ -72,8 +74,26 @@ template <int kHeadDim>
 using DefaultConfig = TileConfig<block_n_for(kHeadDim), kStages, consumer_warpgroups_for(kHeadDim),
                                  consumer_registers_for(consumer_warpgroups_for(kHeadDim))>;
 
+// The config an instantiation ships with: the tile table's row, or the reviewed row of the tuned
+// table for its dtype and head dim (tuned_tiles.hpp).
+template <typename Element, int kHeadDim,
+          bool kReviewed =
+              has_reviewed_tile(std::is_same_v<Element, cutlass::bfloat16_t>, kHeadDim)>
+struct ProductionConfigOf {
+  using type = DefaultConfig<kHeadDim>;
+};
+template <typename Element, int kHeadDim>
+struct ProductionConfigOf<Element, kHeadDim, true> {
+  static constexpr TunedTile kRow =
+      reviewed_tile(std::is_same_v<Element, cutlass::bfloat16_t>, kHeadDim);
+  using type =
+      TileConfig<kRow.block_n, kRow.stages, kRow.consumer_warpgroups, kRow.consumer_registers>;
+};
+template <typename Element, int kHeadDim>
+using ProductionConfig = typename ProductionConfigOf<Element, kHeadDim>::type;
+
 template <typename Element_, int kHeadDim_, int kClusterCtas_ = 1,
-          typename Config = DefaultConfig<kHeadDim_>>
+          typename Config = ProductionConfig<Element_, kHeadDim_>>
 struct KernelTraits {
   using Element = Element_;  // cutlass::half_t or cutlass::bfloat16_t
   static constexpr int kHeadDim = kHeadDim_;

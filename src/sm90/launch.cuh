@@ -74,6 +74,11 @@ FwdParams<Traits> make_fwd_params(const LaunchArgs& in) {
 template <typename Element, int kHeadDim, int kClusterCtas = 1>
 cudaError_t launch_traits(const LaunchArgs& in, cudaStream_t stream) {
   using Traits = KernelTraits<Element, kHeadDim, kClusterCtas>;
+  constexpr bool kBf16 = std::is_same_v<Element, cutlass::bfloat16_t>;
+  static_assert(Traits::kBlockM == kernel_block_m(kBf16, kHeadDim) &&
+                    Traits::kBlockN == kernel_block_n(kBf16, kHeadDim),
+                "sm90_fwd.cu's plan sizes the grid with tuned_tiles.hpp's tiles: they must be the "
+                "kernel's");
   const FwdParams<Traits> params = make_fwd_params<Traits>(in);
   const bool softcap = in.args.softcap_out > 0.f;
   if constexpr (kClusterCtas > 1) {
@@ -114,8 +119,12 @@ cudaError_t launch_dtype(const LaunchArgs& args, cudaStream_t stream) {
     (void)stream;
     return cudaErrorInvalidDeviceFunction;
   } else {
-    if (args.cluster_ctas == kKVClusterCtas) {
-      return launch_traits<Element, kHeadDim, kKVClusterCtas>(args, stream);
+    // The cluster size plan() asks for unmasked problems (tuned_tiles.hpp).
+    constexpr int kClusterCtas = kernel_cluster_ctas(kDType == DType::kBFloat16, kHeadDim);
+    if constexpr (kClusterCtas > 1) {
+      if (args.cluster_ctas == kClusterCtas) {
+        return launch_traits<Element, kHeadDim, kClusterCtas>(args, stream);
+      }
     }
     if (args.cluster_ctas != 1) return cudaErrorNotSupported;
     return launch_traits<Element, kHeadDim>(args, stream);

@@ -23,7 +23,7 @@ struct LaunchArgs {
   GmemInput q, k, v;
   bool bf16;
   int num_ctas;          // whole clusters
-  int cluster_ctas = 1;  // 1, or kKVClusterCtas: K/V multicast across a cluster (tile_table.hpp)
+  int cluster_ctas = 1;  // 1, or the instantiation's K/V multicast cluster (tuned_tiles.hpp)
   bool dynamic = false;  // masked: CTAs take tiles from FwdArgs::tile_counter (set at launch)
   bool pingpong = true;  // Schedule switches (fwd_kernel.cuh); production runs both on
   bool intra_overlap = true;

@@ -19,6 +19,7 @@
 #include "sm90/launch_args.hpp"
 #include "sm90/sm90_fwd.hpp"
 #include "sm90/small_grid/small_grid_fwd.hpp"
+#include "sm90/tuned_tiles.hpp"
 
 namespace flashcore::sm90 {
 
@@ -118,8 +119,10 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   LaunchArgs in = kernel_view(problem);
   FwdArgs& p = in.args;
   const int head_dim = sm90::instantiated_head_dim(problem.params.head_dim);
-  const int block_n = sm90::block_n_for(head_dim);
-  const int block_m = sm90::block_m_for(head_dim);
+  // The instantiation's tiles: the tile table's, or a reviewed row's (tuned_tiles.hpp).
+  const int block_n = sm90::kernel_block_n(in.bf16, head_dim);
+  const int block_m = sm90::kernel_block_m(in.bf16, head_dim);
+  const int cluster_ctas = sm90::kernel_cluster_ctas(in.bf16, head_dim);
   p.num_m_blocks = (p.seqlen_q + block_m - 1) / block_m;
   const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
   sm80::SplitInputs split{};
@@ -148,10 +151,9 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   // blocks) -19% and S2k (eleven) -3%.
   const bool masked = p.mask.left >= 0 || p.mask.right >= 0;
   const bool softcap = p.softcap_out > 0.f;
-  const bool blocks_pair_up = p.num_m_blocks % sm90::kKVClusterCtas == 0;
+  const bool blocks_pair_up = p.num_m_blocks % cluster_ctas == 0;
   in.dynamic = masked && p.num_splits == 1;
-  in.cluster_ctas =
-      !masked && !softcap && p.num_splits == 1 && blocks_pair_up ? sm90::kKVClusterCtas : 1;
+  in.cluster_ctas = !masked && !softcap && p.num_splits == 1 && blocks_pair_up ? cluster_ctas : 1;
   bool persistent = true;
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
   persistent = apply_schedule_knob(&in);
@@ -212,7 +214,8 @@ const char* persistent_declines(const Problem& problem, const cudaDeviceProp& de
   }
   // 192-row tiles (D <= 64) that do not fill one wave: B1 H8 D64 fp16 S2048 is 88 tiles on 132
   // SMs and took 28.3 us against 26.5 on the small-grid tiles (docs/perf.md, sm90 v5).
-  const int block_m = sm90::block_m_for(sm90::instantiated_head_dim(problem.params.head_dim));
+  const int block_m = sm90::kernel_block_m(problem.params.q.dtype == DType::kBFloat16,
+                                           sm90::instantiated_head_dim(problem.params.head_dim));
   const int64_t tiles = pairs * ((view.seqlen_q + block_m - 1) / block_m);
   if (block_m > kAutoBlockRows && tiles < device.multiProcessorCount) {
     return "grids of fewer 192-row tiles than SMs";

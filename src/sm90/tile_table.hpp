@@ -16,7 +16,8 @@ constexpr WarpgroupRole warpgroup_role(int warpgroup) {
   return warpgroup == 0 ? WarpgroupRole::kProducer : WarpgroupRole::kConsumer;
 }
 
-// The tile table. Consumer warpgroups set the query tile (64 rows each):
+// The tile table (a reviewed row of the tuned table replaces an instantiation's row at compile
+// time: tuned_tiles.hpp). Consumer warpgroups set the query tile (64 rows each):
 //   D <= 64:  three (192-row tiles). A key block of 64 x D is little work per barrier and
 //             softmax step, so the tensor cores idle unless a third warpgroup's GEMMs fill the
 //             gaps; the O accumulator is small enough (<= 32 regs) for 160 registers a thread.

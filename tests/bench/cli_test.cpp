@@ -291,6 +291,15 @@ TEST(Cli, RobustAndReport) {
   EXPECT_EQ(o.progress_every, 10);
   EXPECT_EQ(o.out_dir, "d");
   EXPECT_FALSE(parse({"robust", "--progress-every", "0"}, &o, &error));
+  ASSERT_TRUE(parse({"robust", "--time-budget", "330", "--resume", "old/robust.json"}, &o, &error))
+      << error;
+  EXPECT_DOUBLE_EQ(o.time_budget_s, 330);
+  EXPECT_EQ(o.resume, "old/robust.json");
+  EXPECT_FALSE(parse({"robust", "--time-budget", "0"}, &o, &error));
+  ASSERT_TRUE(parse({"robust", "--shapes", "long,large_bh"}, &o, &error)) << error;
+  EXPECT_EQ(o.shapes, (std::vector<std::string>{"long", "large_bh"}));
+  EXPECT_FALSE(parse({"robust", "--shapes", "long,huge"}, &o, &error));
+  EXPECT_NE(error.find("huge"), std::string::npos) << error;
   ASSERT_TRUE(parse({"report", "--inputs", "a.json", "b.json", "--inputs", "c.json", "--out", "r"},
                     &o, &error))
       << error;

@@ -138,6 +138,35 @@ TEST(ReportDocument, MarkdownHasEverySection) {
   EXPECT_NE(md.find("dram_throughput_pct 61.3 < min 65"), std::string::npos);
 }
 
+// The flashcore chapter's journey reads scalar -> WMMA -> sm80 -> sm90 against cuDNN, PyTorch
+// SDPA, Triton, FlexAttention and CUTLASS FMHA (issue 19): with a peers/cutlass result at the
+// canonical shape, as `flashcore-bench run --targets flashcore,peers/cutlass` records it, every
+// one of them has its row, in that order.
+TEST(ReportDocument, TheJourneyHasEveryPeerWithCutlassLast) {
+  ReportInputs in = all_fixtures();
+  Result cutlass;
+  for (const Result& r : in.runs[0].results) {
+    if (r.provider == "sm90" && r.c.seqlen_q == 512) cutlass = r;
+  }
+  ASSERT_EQ(cutlass.provider, "sm90");
+  cutlass.chapter = "peers/cutlass";
+  cutlass.workload = "cutlass_fmha";
+  cutlass.role = "peer";
+  cutlass.provider = "cutlass-pingpong";
+  in.runs[0].results.push_back(cutlass);
+  const std::string md = render_markdown(build_report(in, {}));
+  size_t at = md.find("**B1_H8_S512_D64_fp16**", md.find("## The journey"));
+  ASSERT_NE(at, std::string::npos);
+  for (const char* row : {"| scalar | flashcore scalar |", "| wmma | flashcore wmma |",
+                          "| sm80 | flashcore sm80 |", "| sm90 | flashcore sm90 |",
+                          "| cuDNN (peer) |", "| PyTorch SDPA (peer) |", "| Triton (peer) |",
+                          "| FlexAttention (peer) |", "| CUTLASS FMHA (peer) | CUTLASS FMHA |"}) {
+    const size_t next = md.find(row, at);
+    ASSERT_NE(next, std::string::npos) << row << " missing or out of order";
+    at = next;
+  }
+}
+
 TEST(ReportDocument, HtmlEscapesAndEmbedsImages) {
   Document doc;
   doc.heading(1, "a <b> & `c`");

@@ -249,6 +249,69 @@ TEST(RobustReport, ReadsTheFixtureAndListsTheWorstFirst) {
   EXPECT_EQ(robust_exit_code(back), 1);
 }
 
+// A run cut short by --time-budget has covered whole shapes first, says which cells did not run,
+// and a later --resume keeps its results and seed and runs only those.
+TEST(RobustReport, APartialRunListsWhatDidNotRunAndResumes) {
+  const std::vector<RobustCase> grid = robust_grid(/*quick=*/false);
+  EXPECT_EQ(grid.back().shape, "long");  // the costly shape last
+  std::set<std::string> finished;        // shapes are contiguous in grid order
+  for (size_t i = 1; i < grid.size(); ++i) {
+    if (grid[i].shape != grid[i - 1].shape) {
+      EXPECT_TRUE(finished.insert(grid[i - 1].shape).second) << grid[i - 1].shape;
+    }
+  }
+
+  RobustRecord partial;
+  partial.grid = "default";
+  partial.seed = 77;
+  partial.created_utc = "2026-11-24T19:00:00Z";
+  for (const RobustCase& cell : grid) {
+    if (cell.shape == "long" || cell.shape == "large_bh") continue;
+    RobustResult r;
+    r.cell = cell;
+    r.provider = "sm90";
+    r.ran = true;
+    r.tolerance = 1e-2;
+    partial.results.push_back(r);
+  }
+  partial.interrupted = true;
+  partial.interruption = "the time budget of 300 s ran out";
+  const std::vector<RobustCase> missing = missing_cells(partial);
+  size_t expected = 0;
+  for (const RobustCase& cell : grid) expected += cell.shape == "long" || cell.shape == "large_bh";
+  EXPECT_EQ(missing.size(), expected);
+  const std::string md = render_robust_markdown(partial);
+  EXPECT_NE(md.find("**INCOMPLETE**"), std::string::npos);
+  EXPECT_NE(md.find("Coverage: " + std::to_string(grid.size() - expected) +
+                    " of the default "
+                    "grid's " +
+                    std::to_string(grid.size()) + " cells ran; these " + std::to_string(expected) +
+                    " did not"),
+            std::string::npos);
+  EXPECT_NE(md.find("| long | 256 | bf16 | 7 |"), std::string::npos);  // 3 x normal, large, 1
+  EXPECT_EQ(robust_exit_code(partial), 1);
+
+  RobustRecord resumed;
+  std::string error;
+  EXPECT_FALSE(resume_from(partial, "quick", 0, &resumed, &error));
+  EXPECT_NE(error.find("'default' grid"), std::string::npos);
+  EXPECT_FALSE(resume_from(partial, "default", 78, &resumed, &error));
+  EXPECT_NE(error.find("differs"), std::string::npos);
+  ASSERT_TRUE(resume_from(partial, "default", 0, &resumed, &error)) << error;
+  EXPECT_EQ(resumed.seed, 77u);
+  EXPECT_EQ(resumed.results.size(), partial.results.size());
+  EXPECT_EQ(missing_cells(resumed).size(), expected);
+  for (const RobustCase& cell : missing) {
+    RobustResult r;
+    r.cell = cell;
+    r.provider = "sm90";
+    resumed.results.push_back(r);
+  }
+  EXPECT_TRUE(missing_cells(resumed).empty());
+  EXPECT_NE(render_robust_markdown(resumed).find("cells ran (all)."), std::string::npos);
+  EXPECT_NE(render_robust_markdown(resumed).find("**PASS**"), std::string::npos);
+}
+
 TEST(RobustReport, RejectsAFileOfAnotherSchema) {
   RobustRecord record;
   std::string error;

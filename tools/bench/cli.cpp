@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "flashcore/attention.hpp"
+#include "robust_grid.hpp"
 
 namespace flashcore::bench {
 namespace {
@@ -278,6 +279,22 @@ void add_lab_commands(Parser* p, const BackendCheck& is_backend, Options* o) {
   p->robust->add_option("--seed", o->seed,
                         "reproduce the inputs of an earlier run (robust.json's seed); default: "
                         "fresh inputs every run");
+  p->robust
+      ->add_option("--time-budget", o->time_budget_s,
+                   "start no cell after this many seconds; robust.md lists the cells that did "
+                   "not run, and --resume runs them later")
+      ->check(CLI::PositiveNumber);
+  p->robust->add_option("--resume", o->resume,
+                        "an earlier robust.json of the same grid: its results are kept, its seed "
+                        "reused, and only the cells it lacks run; the output holds both");
+  std::vector<std::string> shape_names;
+  for (const RobustShape& s : robust_shapes()) shape_names.push_back(s.name);
+  p->robust
+      ->add_option("--shapes", o->shapes,
+                   "run only these shapes' cells (comma separated), in this order; robust.md lists "
+                   "the rest of the grid as not run")
+      ->delimiter(',')
+      ->check(CLI::IsMember(shape_names));
   p->robust->add_option("--out", o->out_dir, "artifact folder (default lab-out/<UTC timestamp>)");
 
   p->report = p->app.add_subcommand(

@@ -82,8 +82,11 @@ struct Options {
   std::string ncu = "ncu";
   // robust
   bool quick = false;
-  int progress_every = 50;  // a progress line every this many cells
-  uint64_t seed = 0;        // 0: fresh inputs (a seed drawn and recorded); else reproduce a run
+  int progress_every = 50;   // a progress line every this many cells
+  uint64_t seed = 0;         // 0: fresh inputs (a seed drawn and recorded); else reproduce a run
+  double time_budget_s = 0;  // > 0: start no cell after this many seconds (the rest is listed)
+  std::string resume;        // an earlier robust.json: keep its results, run only its missing cells
+  std::vector<std::string> shapes;  // non-empty: run only these shapes' cells, in this order
   // report
   std::vector<std::string> inputs;  // results.json, profile.json, robust.json files
   std::string python = "python3";   // runs bench/plot.py

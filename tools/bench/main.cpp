@@ -228,6 +228,16 @@ int run_robust_command(const Options& options, const std::string& command_line) 
   record.git_commit = FLASHCORE_BUILD_COMMIT;
   record.grid = options.quick ? "quick" : "default";
   std::string error;
+  if (!options.resume.empty()) {
+    std::string text;
+    Json json;
+    RobustRecord earlier;
+    if (!read_file(options.resume, &text)) return fail(kExitUsage, "cannot read " + options.resume);
+    if (!parse_json(text, &json, &error) || !from_json(json, &earlier, &error) ||
+        !resume_from(earlier, record.grid, options.seed, &record, &error)) {
+      return fail(kExitUsage, options.resume + ": " + error);
+    }
+  }
   if (!run_robust(options, &record, &error)) {
     return fail(error.rfind("no CUDA device", 0) == 0 ? kExitNoDevice : kExitFailed, error);
   }
@@ -239,10 +249,11 @@ int run_robust_command(const Options& options, const std::string& command_line) 
   }
   const RobustCounts c = count(record);
   std::printf(
-      "%zu cells, %zu results: %zu passed, %zu FAILED (%zu NaN/Inf), %zu rejected, %zu "
-      "skipped%s\nartifacts: %s/{robust.json,robust.md}\n",
-      c.cells, record.results.size(), c.passed, c.failed, c.non_finite, c.rejected, c.skipped,
-      record.interrupted ? " (interrupted)" : "", out.string().c_str());
+      "%zu cells (%zu of the grid's not run), %zu results: %zu passed, %zu FAILED (%zu NaN/Inf), "
+      "%zu rejected, %zu skipped%s\nartifacts: %s/{robust.json,robust.md}\n",
+      c.cells, missing_cells(record).size(), record.results.size(), c.passed, c.failed,
+      c.non_finite, c.rejected, c.skipped, record.interrupted ? " (interrupted)" : "",
+      out.string().c_str());
   return robust_exit_code(record);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "report_json.hpp"
@@ -70,6 +71,30 @@ std::string status_cell(const RobustResult& r) {
   return "?";
 }
 
+// Which part of the grid ran: whole when nothing is missing, else the missing cells per shape,
+// head dim and dtype.
+void render_coverage(const RobustRecord& record, std::ostringstream& out) {
+  const std::vector<RobustCase> missing = missing_cells(record);
+  const size_t total = robust_grid(record.grid == "quick").size();
+  out << "\nCoverage: " << total - missing.size() << " of the " << record.grid << " grid's "
+      << total << " cells ran";
+  if (missing.empty()) {
+    out << " (all).\n";
+    return;
+  }
+  out << "; these " << missing.size()
+      << " did not:\n\n| shape | head dim | dtype | cells not run |\n"
+      << "|---|---|---|---|\n";
+  std::vector<std::pair<std::string, size_t>> groups;  // grid order
+  for (const RobustCase& cell : missing) {
+    const std::string key =
+        cell.shape + " | " + std::to_string(cell.c.head_dim) + " | " + cell.c.dtype;
+    if (groups.empty() || groups.back().first != key) groups.emplace_back(key, 0);
+    ++groups.back().second;
+  }
+  for (const auto& [key, cells] : groups) out << "| " << key << " | " << cells << " |\n";
+}
+
 }  // namespace
 
 const char* robust_status_name(RobustStatus s) {
@@ -115,6 +140,35 @@ RobustCounts count(const RobustRecord& record) {
 
 int robust_exit_code(const RobustRecord& record) {
   return count(record).failed > 0 || record.interrupted ? 1 : 0;
+}
+
+std::vector<RobustCase> missing_cells(const RobustRecord& record) {
+  std::set<std::string> ran;
+  for (const RobustResult& r : record.results) ran.insert(r.cell.name());
+  std::vector<RobustCase> missing;
+  for (const RobustCase& cell : robust_grid(record.grid == "quick")) {
+    if (ran.count(cell.name()) == 0) missing.push_back(cell);
+  }
+  return missing;
+}
+
+bool resume_from(const RobustRecord& earlier, const std::string& grid, uint64_t seed,
+                 RobustRecord* record, std::string* error) {
+  if (earlier.grid != grid) {
+    *error = "--resume: the earlier run is of the '" + earlier.grid + "' grid, this one of the '" +
+             grid + "' grid";
+    return false;
+  }
+  if (seed != 0 && seed != earlier.seed) {
+    *error = "--resume: --seed " + std::to_string(seed) + " differs from the earlier run's " +
+             std::to_string(earlier.seed) + " (its inputs would not be this run's)";
+    return false;
+  }
+  record->seed = earlier.seed;
+  record->results = earlier.results;
+  record->command_line += " (resumes the run of " + earlier.created_utc + ", commit " +
+                          earlier.git_commit + ": " + earlier.command_line + ")";
+  return true;
 }
 
 Json to_json(const RobustRecord& record) {
@@ -230,11 +284,16 @@ std::string render_robust_markdown(const RobustRecord& record) {
       << "\n- git commit: " << record.git_commit << "\n- grid: " << record.grid
       << "\n- seed: " << record.seed << " (`--seed " << record.seed << "` reproduces the inputs)"
       << "\n- command: `" << record.command_line << "`\n\n"
-      << "**" << (c.failed == 0 && !record.interrupted ? "PASS" : "FAIL") << "**: " << c.cells
-      << " cells x providers = " << record.results.size() << " results: " << c.passed << " passed, "
-      << c.failed << " FAILED (" << c.non_finite << " with NaN/Inf), " << c.rejected
-      << " rejected by their provider (reason given), " << c.skipped << " skipped.\n";
+      << "**"
+      << (c.failed > 0         ? "FAIL"
+          : record.interrupted ? "INCOMPLETE"
+                               : "PASS")
+      << "**: " << c.cells << " cells x providers = " << record.results.size()
+      << " results: " << c.passed << " passed, " << c.failed << " FAILED (" << c.non_finite
+      << " with NaN/Inf), " << c.rejected << " rejected by their provider (reason given), "
+      << c.skipped << " skipped.\n";
   if (record.interrupted) out << "\n**Interrupted**: " << record.interruption << "\n";
+  render_coverage(record, out);
   out << "\nEach cell's output is compared with the float64 CPU reference (cpu-fp64) or the fp32 "
          "GPU oracle (gpu-fp32) on the same inputs; a result passes with no NaN/Inf and rel L2 "
          "<= the dtype's parity tolerance. Rows worst first (err/tol = rel L2 / tolerance).\n\n"

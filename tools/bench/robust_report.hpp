@@ -44,7 +44,9 @@ struct RobustRecord {
   std::string created_utc, command_line, git_commit, device, grid;  // grid: "default" or "quick"
   uint64_t seed = 0;  // every cell's inputs derive from it and the cell's name (--seed)
   std::vector<RobustResult> results;
-  bool interrupted = false;  // the run stopped early (a CUDA error poisoned the context)
+  // The run stopped early: a CUDA error poisoned the context (a result then FAILED), or
+  // --time-budget ran out (missing_cells() lists what did not run; --resume runs it).
+  bool interrupted = false;
   std::string interruption;
 };
 
@@ -55,6 +57,15 @@ RobustCounts count(const RobustRecord& record);
 
 // 0 when nothing failed and the run finished, else 1 (the lab's "a target FAILED").
 int robust_exit_code(const RobustRecord& record);
+
+// The cells of the record's grid ("default" or "quick") that have no result, in grid order.
+std::vector<RobustCase> missing_cells(const RobustRecord& record);
+
+// Merges an earlier run's results into a new record (--resume): its seed, its results and, since
+// the output holds both runs, its grid, which must be the one asked for. False with *error when
+// the earlier record cannot be resumed.
+bool resume_from(const RobustRecord& earlier, const std::string& grid, uint64_t seed,
+                 RobustRecord* record, std::string* error);
 
 Json to_json(const RobustRecord& record);
 bool from_json(const Json& json, RobustRecord* record, std::string* error);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <set>
 
 #include "common/fp16_bf16.hpp"
 #include "device.hpp"
@@ -152,21 +153,57 @@ bool run_robust(const Options& options, RobustRecord* record, std::string* error
     return false;
   }
   record->device = query_device().name;
-  // Fresh inputs every run unless a seed is given to reproduce one; recorded either way.
-  // 62 random bits: the seed stays a positive integer in robust.json.
+  // Fresh inputs every run unless a seed is given to reproduce one, or the resumed run's (its
+  // seed is already in the record); recorded either way. 62 random bits: the seed stays a positive
+  // integer in robust.json.
   std::random_device entropy;
-  record->seed = options.seed != 0
-                     ? options.seed
-                     : ((uint64_t{entropy()} << 30) ^ entropy()) & ((uint64_t{1} << 62) - 1);
+  if (options.seed != 0) {
+    record->seed = options.seed;
+  } else if (record->seed == 0) {
+    record->seed = ((uint64_t{entropy()} << 30) ^ entropy()) & ((uint64_t{1} << 62) - 1);
+  }
+  // Cells with results from the resumed run (--resume) do not run again.
+  std::set<std::string> done;
+  for (const RobustResult& r : record->results) done.insert(r.cell.name());
+  record->interrupted = false;
+  record->interruption.clear();
   cudaStream_t stream = nullptr;
   if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
     *error = std::string("cannot create a CUDA stream: ") + cudaGetErrorString(cudaGetLastError());
     return false;
   }
   const std::vector<Backend> providers = backends();
-  const std::vector<RobustCase> grid = robust_grid(options.quick);
+  // This run's cells: the grid's (or, with --shapes, those of the shapes named, in that order)
+  // less those already done.
+  std::vector<RobustCase> grid;
+  const std::vector<RobustCase> all = robust_grid(options.quick);
+  std::vector<std::string> shapes = options.shapes;
+  if (shapes.empty()) {
+    for (const RobustShape& s : robust_shapes()) shapes.push_back(s.name);
+  }
+  std::set<std::string> taken;
+  for (const std::string& shape : shapes) {
+    if (!taken.insert(shape).second) continue;
+    for (const RobustCase& cell : all) {
+      if (cell.shape == shape && done.count(cell.name()) == 0) grid.push_back(cell);
+    }
+  }
   Progress progress(grid.size() * providers.size(), options.progress_every);
-  for (const RobustCase& cell : grid) {
+  const Clock::time_point start = Clock::now();
+  for (size_t i = 0; i < grid.size(); ++i) {
+    const RobustCase& cell = grid[i];
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (options.time_budget_s > 0 && elapsed >= options.time_budget_s) {
+      record->interrupted = true;
+      char buf[200];
+      std::snprintf(buf, sizeof(buf),
+                    "the time budget of %.0f s ran out after %zu of this run's %zu cells; the "
+                    "cells that did not run are listed below (--resume this robust.json runs them)",
+                    options.time_budget_s, i, grid.size());
+      record->interruption = buf;
+      std::printf("time budget reached: %zu of %zu cells ran\n", i, grid.size());
+      break;
+    }
     const Case& c = cell.c;
     HostInputs inputs;
     generate_inputs(cell.distribution, c, record->seed ^ std::hash<std::string>{}(cell.name()),

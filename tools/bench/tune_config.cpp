@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "sm90/tuned_tiles.hpp"
+
 namespace flashcore::bench {
 namespace {
 
@@ -71,6 +73,19 @@ int max_consumer_registers(int consumer_warpgroups) {
   const int most = (launch_registers(consumer_warpgroups) * warpgroups - kProducerRegisters) /
                    consumer_warpgroups;
   return std::min(most / 8 * 8, kMaxRegisters);
+}
+
+TuneConfig production_config(int head_dim, const std::string& dtype) {
+  const sm90::TunedTile row = sm90::reviewed_tile(dtype == "bf16", head_dim);
+  if (row.block_n == 0) return default_config(head_dim);
+  // Reviewed rows run the library's schedule only (cmake/sm90_tuned_table.cmake refuses others).
+  TuneConfig c;
+  c.block_n = row.block_n;
+  c.stages = row.stages;
+  c.consumer_warpgroups = row.consumer_warpgroups;
+  c.consumer_registers = row.consumer_registers;
+  c.cluster_ctas = row.cluster_ctas;
+  return c;
 }
 
 TuneConfig default_config(int head_dim) {

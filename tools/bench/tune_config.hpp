@@ -32,9 +32,13 @@ struct TuneConfig {
 // key()'s inverse; false when the text is not a key.
 bool parse_key(const std::string& key, TuneConfig* config);
 
-// The shipped kernel's configuration at a head dim (src/sm90/tile_table.hpp's table), the
-// incumbent every run starts from.
+// The tile table's configuration at a head dim (src/sm90/tile_table.hpp).
 TuneConfig default_config(int head_dim);
+
+// The configuration this build's library runs at (head dim, dtype "fp16"/"bf16"): the tile
+// table's, unless a reviewed row of the tuned table replaces it (src/sm90/tuned_tiles.hpp, the
+// same header the library is compiled with). The incumbent every tuning run starts from.
+TuneConfig production_config(int head_dim, const std::string& dtype);
 
 // Bytes of shared memory KernelTraits<.., Config>::SharedStorage takes (Q ring, K and V rings,
 // barriers), mirroring its layout and its choice of one or two Q stages.

@@ -225,7 +225,7 @@ Json export_table(const Leaderboard& board, const std::string& device) {
            {"dtype", board.dtype},
            {"device", device}};
   if (best == nullptr) {
-    row["config"] = to_json(default_config(board.head_dim));
+    row["config"] = to_json(production_config(board.head_dim, board.dtype));
     row["source"] = "shipped: no candidate beat it by the acceptance margin";
   } else {
     row["config"] = to_json(best->config);

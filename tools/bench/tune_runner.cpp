@@ -351,6 +351,7 @@ int run_tune(const Options& options, const std::string& default_source_root,
   }
   TuneSettings s;
   s.head_dim = t.head_dim;
+  s.dtype = t.dtype;
   s.population = t.population;
   s.max_generations = t.generations;
   s.budget_s = t.budget_s;

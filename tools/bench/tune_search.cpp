@@ -52,7 +52,7 @@ class Search {
     }
     std::sort(winners.begin(), winners.end(),
               [](const auto* a, const auto* b) { return a->speedup > b->speedup; });
-    const TuneConfig baseline = default_config(s_.head_dim);
+    const TuneConfig baseline = production_config(s_.head_dim, s_.dtype);
     incumbent_ = baseline;
     seen_.insert(baseline.key());
     std::vector<TuneConfig> first{baseline};

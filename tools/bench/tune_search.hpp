@@ -37,6 +37,7 @@ class CandidateBackend {
 
 struct TuneSettings {
   int head_dim = 128;
+  std::string dtype = "bf16";  // with head_dim, picks the incumbent (production_config)
   int element_bytes = 2;
   int population = 12;  // candidates per generation
   int max_generations = 100;
