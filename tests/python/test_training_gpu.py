@@ -121,10 +121,11 @@ def batches(seed):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     perm = torch.randperm(VOCAB, device="cuda", generator=gen)
     out = []
+    # SEQ + 1 tokens: the model reads the first SEQ and predicts the last SEQ.
     for _ in range(STEPS):
-        tokens = torch.randint(0, VOCAB, (BATCH, SEQ), device="cuda", generator=gen)
-        keep = torch.rand(BATCH, SEQ, device="cuda", generator=gen) < 0.9
-        for t in range(LAG, SEQ):
+        tokens = torch.randint(0, VOCAB, (BATCH, SEQ + 1), device="cuda", generator=gen)
+        keep = torch.rand(BATCH, SEQ + 1, device="cuda", generator=gen) < 0.9
+        for t in range(LAG, SEQ + 1):
             tokens[:, t] = torch.where(keep[:, t], perm[tokens[:, t - LAG]], tokens[:, t])
         out.append(tokens)
     return out
