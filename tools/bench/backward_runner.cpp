@@ -1,61 +1,19 @@
 #include "backward_runner.hpp"
 
-#include <cstdio>
-#include <nvtx3/nvtx3.hpp>
-
 #include "cudnn_backward_peer.hpp"
 #include "flashcore/backward.hpp"
-#include "profile_command.hpp"
+#include "gate.hpp"
 
 namespace flashcore::bench {
 namespace {
 
-void gate_and_time(const Target& t, const Launch& launch, const BackwardData& data,
-                   const TimingConfig& timing, bool profiled, cudaStream_t stream, Result* r) {
-  // Named as the forward targets' ranges: <prefix>_<role>_<provider>.
-  const std::string name =
-      std::string(t.chapter->range_prefix) + "_" + t.workload->role + "_" + r->provider;
-  nvtx3::scoped_range range(name);
-  std::string error;
-  {
-    nvtx3::scoped_range phase("parity");
-    data.poison_gradients(stream);
-    Parity parity;
-    if (!launch(0, &error) || !data.check_gradients(stream, &parity, &error)) {
-      r->outcome = Outcome::kFailed;
-      r->reason = error;
-      return;
-    }
-    r->parity = parity;
-    if (!parity.passed) {
-      r->outcome = Outcome::kFailed;
-      char buf[160];
-      std::snprintf(buf, sizeof(buf), "parity: max rel L2 of dQ, dK, dV %.3e > %.0e%s vs %s",
-                    parity.rel_l2, parity.tolerance,
-                    parity.has_nan ? " (NaN/Inf in gradients)" : "", parity.reference.c_str());
-      r->reason = buf;
-      return;
-    }
-  }
-  Summary summary;
-  if (!time_launches(launch, data.sets(), timing, stream, &summary, &error)) {
-    r->outcome = Outcome::kFailed;
-    r->reason = error;
-    return;
-  }
-  r->timing = summary;
-  if (profiled) {
-    nvtx3::scoped_range phase(kProfiledLaunchRange);
-    if (!launch(0, &error)) {
-      r->outcome = Outcome::kFailed;
-      r->reason = "profiled launch: " + error;
-      return;
-    }
-    if (const cudaError_t err = cudaStreamSynchronize(stream); err != cudaSuccess) {
-      r->outcome = Outcome::kFailed;
-      r->reason = std::string("profiled launch: ") + cudaGetErrorString(err);
-    }
-  }
+// The backward targets' gate: dQ, dK and dV of set 0 against the float64 reference.
+ParityGate gradient_gate(const BackwardData& data, cudaStream_t stream) {
+  return {[&data, stream] { data.poison_gradients(stream); },
+          [&data, stream](Parity* parity, std::string* error) {
+            return data.check_gradients(stream, parity, error);
+          },
+          "max rel L2 of dQ, dK, dV", "gradients"};
 }
 
 Result library_backward(const Target& t, Result r, const BackwardData& data,
@@ -80,7 +38,7 @@ Result library_backward(const Target& t, Result r, const BackwardData& data,
     if (!status.ok()) *error = status.message;
     return status.ok();
   };
-  gate_and_time(t, launch, data, timing, profiled, stream, &r);
+  gate_and_time(t, launch, gradient_gate(data, stream), data.sets(), timing, profiled, stream, &r);
   cudaFree(workspace);
   return r;
 }
@@ -95,7 +53,7 @@ Result cudnn_backward(const Target& t, Result r, const BackwardData& data,
     return r;
   }
   const Launch launch = [&](int set, std::string* err) { return sdpa.run(data, set, err); };
-  gate_and_time(t, launch, data, timing, profiled, stream, &r);
+  gate_and_time(t, launch, gradient_gate(data, stream), data.sets(), timing, profiled, stream, &r);
   return r;
 }
 

@@ -16,7 +16,7 @@
 #include "cutlass_peer.hpp"
 #include "device.hpp"
 #include "flashcore/attention.hpp"
-#include "profile_command.hpp"
+#include "gate.hpp"
 #include "timer.hpp"
 
 namespace flashcore::bench {
@@ -96,55 +96,13 @@ Result base_result(const Target& t, const Case& c, const std::string& backend) {
   return r;
 }
 
-// Parity gate, then timing, for one target whose launch is ready. Fills r.
-// profiled: after timing, one more launch in the NVTX range that `flashcore-bench profile` has
-// ncu profile (warm caches and clocks, like the timed launches; nothing else runs in it).
-void gate_and_time(const Target& t, const Launch& launch, const CaseData& data, Profile profile,
-                   bool profiled, cudaStream_t stream, Result* r) {
-  // Named per target so that Nsight Systems shows flashattention_optimized_sm80 > parity / ...
-  const std::string name =
-      std::string(t.chapter->range_prefix) + "_" + t.workload->role + "_" + r->provider;
-  nvtx3::scoped_range range(name);
-  std::string error;
-  {
-    nvtx3::scoped_range phase("parity");
-    data.poison_output(stream);
-    Parity parity;
-    if (!launch(0, &error) || !data.check_output(stream, &parity, &error)) {
-      r->outcome = Outcome::kFailed;
-      r->reason = error;
-      return;
-    }
-    r->parity = parity;
-    if (!parity.passed) {
-      r->outcome = Outcome::kFailed;
-      char buf[128];
-      std::snprintf(buf, sizeof(buf), "parity: rel L2 %.3e > %.0e%s vs %s", parity.rel_l2,
-                    parity.tolerance, parity.has_nan ? " (NaN/Inf in output)" : "",
-                    parity.reference.c_str());
-      r->reason = buf;
-      return;
-    }
-  }
-  Summary summary;
-  if (!time_launches(launch, data.sets(), timing_for(profile), stream, &summary, &error)) {
-    r->outcome = Outcome::kFailed;
-    r->reason = error;
-    return;
-  }
-  r->timing = summary;
-  if (profiled) {
-    nvtx3::scoped_range phase(kProfiledLaunchRange);
-    if (!launch(0, &error)) {
-      r->outcome = Outcome::kFailed;
-      r->reason = "profiled launch: " + error;
-      return;
-    }
-    if (const cudaError_t err = cudaStreamSynchronize(stream); err != cudaSuccess) {
-      r->outcome = Outcome::kFailed;
-      r->reason = std::string("profiled launch: ") + cudaGetErrorString(err);
-    }
-  }
+// The forward targets' gate: the output of set 0 against the case's reference.
+ParityGate output_gate(const CaseData& data, cudaStream_t stream) {
+  return {[&data, stream] { data.poison_output(stream); },
+          [&data, stream](Parity* parity, std::string* error) {
+            return data.check_output(stream, parity, error);
+          },
+          "rel L2", "output"};
 }
 
 Result run_library_target(const Target& t, const std::string& backend_name_requested,
@@ -195,7 +153,8 @@ Result run_library_target(const Target& t, const std::string& backend_name_reque
     if (!status.ok()) *error = status.message;
     return status.ok();
   };
-  gate_and_time(t, launch, data, profile, profiled, stream, &r);
+  gate_and_time(t, launch, output_gate(data, stream), data.sets(), timing_for(profile), profiled,
+                stream, &r);
   cudaFree(workspace);
   return r;
 }
@@ -211,7 +170,8 @@ Result run_cudnn_target(const Target& t, const CaseData& data, Profile profile, 
     return r;
   }
   const Launch launch = [&](int set, std::string* err) { return sdpa.run(data, set, err); };
-  gate_and_time(t, launch, data, profile, profiled, stream, &r);
+  gate_and_time(t, launch, output_gate(data, stream), data.sets(), timing_for(profile), profiled,
+                stream, &r);
   return r;
 }
 
@@ -227,7 +187,8 @@ Result run_cutlass_target(const Target& t, const CaseData& data, Profile profile
   }
   r.provider = fmha.provider();
   const Launch launch = [&](int set, std::string* err) { return fmha.run(data, set, err); };
-  gate_and_time(t, launch, data, profile, profiled, stream, &r);
+  gate_and_time(t, launch, output_gate(data, stream), data.sets(), timing_for(profile), profiled,
+                stream, &r);
   return r;
 }
 
