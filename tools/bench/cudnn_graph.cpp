@@ -51,7 +51,7 @@ bool GraphState::finish(std::shared_ptr<fe::graph::Graph> built, std::string* er
 }
 
 bool GraphState::execute(std::string* error) {
-  const fe::error_t status = graph->execute(handle, pack, workspace);
+  fe::error_t status = graph->execute(handle, pack, workspace);
   if (status.is_bad()) {
     *error = "cuDNN execute: " + status.get_message();
     return false;
