@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/kernel_list.hpp"
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
 #include "sm80/flex_fwd.hpp"
@@ -26,28 +27,10 @@ constexpr int flex_head_dim(int64_t head_dim) {
   return 0;
 }
 
-template <typename Element, int kHeadDim, typename Fn>
-bool call_if_built(Fn& fn) {
-  constexpr DType kDType = std::is_same_v<Element, __half> ? DType::kFloat16 : DType::kBFloat16;
-  if constexpr (kernel_built(kDType, kHeadDim)) fn(FlexTile<Element, kHeadDim>{});
-  return kernel_built(kDType, kHeadDim);
-}
-template <typename Element, typename Fn>
-bool with_head_dim(int64_t head_dim, Fn&& fn) {
-  switch (flex_head_dim(head_dim)) {
-    case 64:
-      return call_if_built<Element, 64>(fn);
-    case 128:
-      return call_if_built<Element, 128>(fn);
-    default:
-      return false;
-  }
-}
 // fn gets the flex tile of (dtype, head_dim); false when there is none in this build.
 template <typename Fn>
 bool with_flex_tile(DType dtype, int64_t head_dim, Fn&& fn) {
-  return dtype == DType::kFloat16 ? with_head_dim<__half>(head_dim, fn)
-                                  : with_head_dim<__nv_bfloat16>(head_dim, fn);
+  return KernelList<FlexTile, 64, 128>::with(dtype, flex_head_dim(head_dim), fn);
 }
 
 }  // namespace

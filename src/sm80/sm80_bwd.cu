@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/kernel_list.hpp"
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
 #include "common/query_view.hpp"
@@ -30,27 +31,10 @@ constexpr size_t kWorkspaceAlign = 256;
 
 // THE instantiation list of the backward: fn receives the traits of one (dtype, head dim).
 // Returns false when (dtype, head_dim) has no kernel, or was left out (common/pruning.hpp).
-template <typename Element, int kHeadDim, typename Fn>
-bool call_if_built(Fn& fn) {
-  constexpr DType kDType = std::is_same_v<Element, __half> ? DType::kFloat16 : DType::kBFloat16;
-  if constexpr (kernel_built(kDType, kHeadDim)) fn(sm80::BwdTraits<Element, kHeadDim>{});
-  return kernel_built(kDType, kHeadDim);
-}
-template <typename Element, typename Fn>
-bool with_head_dim(int64_t head_dim, Fn&& fn) {
-  switch (head_dim) {
-    case 64:
-      return call_if_built<Element, 64>(fn);
-    case 128:
-      return call_if_built<Element, 128>(fn);
-    default:
-      return false;
-  }
-}
+using BackwardKernels = KernelList<sm80::BwdTraits, 64, 128>;
 template <typename Fn>
 bool with_traits(DType dtype, int64_t head_dim, Fn&& fn) {
-  return dtype == DType::kFloat16 ? with_head_dim<__half>(head_dim, fn)
-                                  : with_head_dim<__nv_bfloat16>(head_dim, fn);
+  return BackwardKernels::with(dtype, head_dim, fn);
 }
 
 size_t align_up(size_t bytes) {

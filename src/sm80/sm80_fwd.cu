@@ -8,6 +8,7 @@
 #include "common/device_properties.hpp"
 #include "common/feature_gates.hpp"
 #include "common/head_dim.hpp"
+#include "common/kernel_list.hpp"
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
 #include "sm80/flex_fwd.hpp"
@@ -39,39 +40,10 @@ struct Tiles {
 // THE instantiation list: fn receives the tiles of one (dtype, head dim) (Tiles), every multiple
 // of 32 up to 256; another multiple of 8 runs on the next one up (common/head_dim.hpp). Returns
 // false when (dtype, head_dim) has no kernel, or was left out (common/pruning.hpp).
-template <typename Element, int kHeadDim, typename Fn>
-bool call_if_built(Fn& fn) {
-  constexpr DType kDType = std::is_same_v<Element, __half> ? DType::kFloat16 : DType::kBFloat16;
-  if constexpr (kernel_built(kDType, kHeadDim)) fn(Tiles<Element, kHeadDim>{});
-  return kernel_built(kDType, kHeadDim);
-}
-template <typename Element, typename Fn>
-bool with_head_dim(int64_t head_dim, Fn&& fn) {
-  switch (instantiated_head_dim(head_dim)) {
-    case 32:
-      return call_if_built<Element, 32>(fn);
-    case 64:
-      return call_if_built<Element, 64>(fn);
-    case 96:
-      return call_if_built<Element, 96>(fn);
-    case 128:
-      return call_if_built<Element, 128>(fn);
-    case 160:
-      return call_if_built<Element, 160>(fn);
-    case 192:
-      return call_if_built<Element, 192>(fn);
-    case 224:
-      return call_if_built<Element, 224>(fn);
-    case 256:
-      return call_if_built<Element, 256>(fn);
-    default:
-      return false;
-  }
-}
+using ForwardKernels = KernelList<Tiles, 32, 64, 96, 128, 160, 192, 224, 256>;
 template <typename Fn>
 bool with_traits(DType dtype, int64_t head_dim, Fn&& fn) {
-  return dtype == DType::kFloat16 ? with_head_dim<__half>(head_dim, fn)
-                                  : with_head_dim<__nv_bfloat16>(head_dim, fn);
+  return ForwardKernels::with(dtype, instantiated_head_dim(head_dim), fn);
 }
 
 // TileShape::kAuto takes the large tile unless its grid leaves SMs idle and the small tile's grid

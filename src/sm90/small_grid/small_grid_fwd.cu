@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/kernel_list.hpp"
 #include "common/pruning.hpp"
 #include "sm80/fwd_kernel.cuh"
 #include "sm80/fwd_plan.hpp"
@@ -46,29 +47,10 @@ struct Tiles {
 // (src/sm80/kernel_traits.hpp; one that is missing here runs on the sm80 backend instead, launched
 // plainly). fn receives the tiles of one (dtype, head dim); false when (dtype, head_dim) has none,
 // or was left out (common/pruning.hpp).
-template <typename Element, int kHeadDim, typename Fn>
-bool call_if_built(Fn& fn) {
-  constexpr DType kDType = std::is_same_v<Element, __half> ? DType::kFloat16 : DType::kBFloat16;
-  if constexpr (detail::kernel_built(kDType, kHeadDim)) fn(Tiles<Element, kHeadDim>{});
-  return detail::kernel_built(kDType, kHeadDim);
-}
-template <typename Element, typename Fn>
-bool with_head_dim(int64_t head_dim, Fn&& fn) {
-  switch (head_dim) {
-    case 64:
-      return call_if_built<Element, 64>(fn);
-    case 128:
-      return call_if_built<Element, 128>(fn);
-    case 256:
-      return call_if_built<Element, 256>(fn);
-    default:
-      return false;
-  }
-}
+using SmallGridKernels = detail::KernelList<Tiles, 64, 128, 256>;
 template <typename Fn>
 bool with_tiles(DType dtype, int64_t head_dim, Fn&& fn) {
-  return dtype == DType::kFloat16 ? with_head_dim<__half>(head_dim, fn)
-                                  : with_head_dim<__nv_bfloat16>(head_dim, fn);
+  return SmallGridKernels::with(dtype, head_dim, fn);
 }
 
 // fn gets the traits of `tile` (kSmall, kMedium or kCtaPair) for the problem's dtype and head dim;
