@@ -7,7 +7,7 @@ and CUDA graphs see it as one op. Importing needs no GPU and no torch.
 
 import importlib.metadata
 
-from . import _core, jit, mods
+from . import _core, flex, jit, mods
 from .flex import BlockMask, attention_varlen, create_block_mask, flex_attention
 from .jit import JitCompileError, jit_score_mod
 
@@ -32,7 +32,9 @@ try:
 except ImportError:
     torch = None
 else:
-    from . import _ops
+    from . import _flex_ops, _ops
+
+    flex._flex_ops = _flex_ops
 
 
 def providers():

@@ -3,7 +3,8 @@ attention_varlen (docs/flex.md). The mods are flashcore's built-ins (flashcore.m
 fused in the sm80 flex kernels that auto picks for these problems on any sm_80+ GPU, or a
 score_mod of your own compiled at run time (flashcore.jit_score_mod, flashcore/jit.py).
 
-Eager only for now: under torch.compile these functions are traced as Python (no custom op yet).
+Eager calls launch directly; under torch.compile flex_attention and attention_varlen become the
+custom op flashcore::flex_attention (_flex_ops.py), so a compiled model keeps one graph.
 """
 
 from . import _core, jit
@@ -12,6 +13,9 @@ from .mods import MaskMod, ScoreMod
 __all__ = ["BlockMask", "create_block_mask", "flex_attention", "attention_varlen"]
 
 _DEFAULT_BLOCK_SIZE = 128  # PyTorch's
+# flashcore/_flex_ops.py, set by flashcore/__init__.py where torch is installed (this module
+# imports without torch).
+_flex_ops = None
 
 
 class BlockMask:
@@ -163,16 +167,13 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     if sinks is not None:
         fields["sinks"] = sinks
     q, k, v = (_swap_seq_heads(x) for x in (query, key, value))
-    out, lse = _empty_outputs(query, (query.shape[0], query.shape[1], query.shape[2]), return_lse)
-    if isinstance(score_mod, jit.JitScoreMod):
-        _run_jit(score_mod, q, k, v, _swap_seq_heads(out), lse, scale, False, window, fields,
-                 backend)
+    jit_mod, cap = _split_score_mod(score_mod, fields)
+    if _compiling(query):
+        out, lse = _flex_ops.flex_attention(q, k, v, scale, False, window, cap, fields, jit_mod,
+                                            backend, heads_major=True)
         return (out, lse) if return_lse else out
-    cap, score = _score_fields(score_mod)
-    fields.update(score)
-    kernel = (backend, 0, "auto", True)
-    _core.run(q, k, v, _swap_seq_heads(out), lse, 0.0 if scale is None else float(scale),
-              False, window, cap, kernel, _stream_of(query), flex=fields)
+    out, lse = _empty_outputs(query, (query.shape[0], query.shape[1], query.shape[2]), return_lse)
+    launch(q, k, v, _swap_seq_heads(out), lse, scale, False, window, cap, fields, jit_mod, backend)
     return (out, lse) if return_lse else out
 
 
@@ -192,27 +193,53 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be the longest sequence's length, an int >= 1")
-    is_jit = isinstance(score_mod, jit.JitScoreMod)
-    cap, fields = (0.0, {}) if is_jit else _score_fields(score_mod)
+    fields = {}
+    jit_mod, cap = _split_score_mod(score_mod, fields)
     if cap and softcap:
         raise ValueError("pass softcap once: as softcap= or in score_mod, not both")
-    if is_jit and softcap:
+    if jit_mod is not None and softcap:
         raise ValueError("a jit_score_mod replaces softcap: write it into the snippet")
     fields.update(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                   max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
     if sinks is not None:
         fields["sinks"] = sinks
+    window = (int(window[0]), int(window[1]))
+    q4, k4, v4 = (x[None] for x in (q, k, v))  # [1, total, H, D] views
+    if _compiling(q):
+        out4, lse = _flex_ops.flex_attention(q4, k4, v4, softmax_scale, bool(causal), window,
+                                             float(softcap or cap), fields, jit_mod, backend,
+                                             heads_major=False)
+        return (out4[0], lse[0]) if return_lse else out4[0]
     out, lse = _empty_outputs(q, (1, q.shape[1], q.shape[0]), return_lse)
-    kernel = (backend, 0, "auto", True)
-    q4, k4, v4, out4 = (x[None] for x in (q, k, v, out))  # [1, total, H, D] views
-    if is_jit:
-        _run_jit(score_mod, q4, k4, v4, out4, lse, softmax_scale, bool(causal),
-                 (int(window[0]), int(window[1])), fields, backend)
-        return (out, lse[0]) if return_lse else out
-    _core.run(q4, k4, v4, out4, lse, 0.0 if softmax_scale is None else float(softmax_scale),
-              bool(causal), (int(window[0]), int(window[1])), float(softcap or cap), kernel,
-              _stream_of(q), flex=fields)
+    launch(q4, k4, v4, out[None], lse, softmax_scale, bool(causal), window,
+           float(softcap or cap), fields, jit_mod, backend)
     return (out, lse[0]) if return_lse else out
+
+
+def launch(q, k, v, out, lse, scale, causal, window, softcap, fields, jit_mod, backend):
+    """Runs flex attention on [B, S, H, D] views on the current stream: the built-in mods are in
+    `fields` (python/src/flex_args.hpp), jit_mod is a jit_score_mod or None. Eager calls and the
+    custom op (_flex_ops.py) both come here."""
+    if jit_mod is not None:
+        _run_jit(jit_mod, q, k, v, out, lse, scale, causal, window, fields, backend)
+        return
+    kernel = (backend, 0, "auto", True)
+    _core.run(q, k, v, out, lse, 0.0 if scale is None else float(scale), causal, window,
+              float(softcap), kernel, _stream_of(q), flex=fields)
+
+
+def _split_score_mod(score_mod, fields):
+    """(the jit_score_mod or None, softcap) of score_mod; a built-in's arrays go into fields."""
+    if isinstance(score_mod, jit.JitScoreMod):
+        return score_mod, 0.0
+    cap, score = _score_fields(score_mod)
+    fields.update(score)
+    return None, cap
+
+
+def _compiling(x):
+    """True while torch.compile traces a call on torch tensors: it then emits the custom op."""
+    return _flex_ops is not None and hasattr(x, "is_cuda") and _flex_ops.compiling()
 
 
 def _run_jit(score_mod, q, k, v, out, lse, scale, causal, window, fields, backend):

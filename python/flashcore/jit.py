@@ -19,6 +19,7 @@ compiles nothing. Captured values are passed at each call and never enter the ke
 
 import ctypes
 import functools
+import itertools
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ import struct
 import subprocess
 import threading
 import time
+import weakref
 from importlib import metadata
 from pathlib import Path
 
@@ -67,6 +69,10 @@ _DEFAULT_NVCC = "/usr/local/cuda/bin/nvcc"
 _lock = threading.Lock()
 _loaded = {}  # key -> (ctypes library, launch address): loaded objects of this process
 _stats = {"compiles": 0, "disk_hits": 0, "memory_hits": 0, "last_compile_s": None}
+# token -> JitScoreMod, for the custom op flashcore::flex_attention (_flex_ops.py), whose schema
+# cannot hold a Python object. Weak: a mod nobody holds is gone, and so is its entry.
+_registry = weakref.WeakValueDictionary()
+_tokens = itertools.count()
 
 
 class JitCompileError(RuntimeError):
@@ -94,6 +100,13 @@ class JitScoreMod:
         self.captures = {}
         for name in sorted(captures):
             self.captures[name] = _capture_type(name, captures[name]), captures[name]
+        self.token = f"jit_score_mod_{next(_tokens)}"
+        _registry[self.token] = self
+
+    def token_and_tensors(self):
+        """(token, the tensor captures in signature order): what the custom op takes for it."""
+        tensors = [value for ctype, value in self.captures.values() if ctype.endswith("*")]
+        return self.token, tensors
 
     def signature(self):
         """((name, C++ type), ...) of the captures, sorted by name: part of the cache key."""
@@ -107,6 +120,26 @@ class JitScoreMod:
 
     def __repr__(self):
         return f"flashcore.jit_score_mod({self.body!r}, captures={dict(self.signature())})"
+
+
+def registered(token, tensors):
+    """The mod of `token` (token_and_tensors), with `tensors` as its tensor captures: the custom
+    op's arguments, which under torch.compile are the traced graph's tensors."""
+    mod = _registry.get(token)
+    if mod is None:
+        raise RuntimeError(
+            f"{token} no longer exists: a compiled graph outlived the jit_score_mod it was traced "
+            "with; keep the mod alive as long as the compiled function"
+        )
+    pointer_names = [name for name, (ctype, _) in mod.captures.items() if ctype.endswith("*")]
+    if len(tensors) != len(pointer_names):
+        raise ValueError(f"{token} has {len(pointer_names)} tensor captures, got {len(tensors)}")
+    view = object.__new__(JitScoreMod)
+    view.body, view._keys, view.token = mod.body, mod._keys, mod.token  # same cache key
+    view.captures = dict(mod.captures)
+    for name, tensor in zip(pointer_names, tensors):
+        view.captures[name] = (mod.captures[name][0], tensor)
+    return view
 
 
 def jit_score_mod(body, **captures):

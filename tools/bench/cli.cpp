@@ -139,8 +139,8 @@ void add_knobs(CLI::App* run, const BackendCheck& is_backend, Knobs* k) {
           ""))
       ->group(group);
   positive_knob(run, "--doc-span", "DOC_SPAN", &k->doc_span,
-                "document-mask span for labs/flexattention; rejected until the document mask "
-                "exists")
+                "document-mask span: read by bench/flex_lab.py, whose document cases run "
+                "against torch.compile(flex_attention); rejected here")
       ->group(group);
 }
 
@@ -453,8 +453,9 @@ bool check_knobs_for_targets(const Knobs& knobs, const std::vector<Target>& targ
   for (const Target& t : targets) {
     if (std::string(t.chapter->name) == "labs/flexattention") {
       *error =
-          "DOC_SPAN is set, but flashcore has no document mask yet (masks: causal, sliding "
-          "window); unset DOC_SPAN";
+          "DOC_SPAN is set, but these targets run the dense kernels (causal, sliding window); "
+          "the document mask cases, against torch.compile(flex_attention), run in "
+          "bench/flex_lab.py (DOC_SPAN=N python bench/flex_lab.py); unset DOC_SPAN here";
       return false;
     }
   }

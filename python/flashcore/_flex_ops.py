@@ -1,0 +1,130 @@
+"""The flex functions under torch.compile and CUDA graphs: the custom op flashcore::flex_attention,
+imported only with torch. Eager calls launch directly (flashcore/flex.py); under torch.compile
+flex_attention and attention_varlen call this op instead, which the compiler sees as one opaque
+node with a fake (meta) implementation, so a compiled model keeps a single graph.
+
+A custom op's schema takes tensors and scalars, not Python objects, so the flex fields (the mods'
+arrays, the BlockMask, varlen's cu_seqlens) travel as optional tensors and a list of ints, and a
+jit_score_mod as a token of its process-wide registry (jit.JitScoreMod.token) plus its tensor
+captures, in its signature's order: passing them to the op is what lets the compiler order the
+op after whatever wrote them."""
+
+from typing import Optional
+
+import torch
+
+from . import flex, jit
+
+# The array fields of python/src/flex_args.hpp, in the op's argument order.
+_ARRAY_FIELDS = ("doc_ids_q", "doc_ids_k", "prefix_lengths", "alibi_slopes", "rel_bias", "sinks",
+                 "kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
+                 "cu_seqlens_q", "cu_seqlens_k")
+# The integer fields; -1 stands for "not set" (none of them is negative when set).
+_INT_FIELDS = ("prefix_length", "q_block", "kv_block", "max_seqlen_q", "max_seqlen_k")
+_UNSET = -1
+
+
+@torch.library.custom_op("flashcore::flex_attention", mutates_args=())
+def flex_attention_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    doc_ids_q: Optional[torch.Tensor],
+    doc_ids_k: Optional[torch.Tensor],
+    prefix_lengths: Optional[torch.Tensor],
+    alibi_slopes: Optional[torch.Tensor],
+    rel_bias: Optional[torch.Tensor],
+    sinks: Optional[torch.Tensor],
+    kv_num_blocks: Optional[torch.Tensor],
+    kv_indices: Optional[torch.Tensor],
+    full_kv_num_blocks: Optional[torch.Tensor],
+    full_kv_indices: Optional[torch.Tensor],
+    cu_seqlens_q: Optional[torch.Tensor],
+    cu_seqlens_k: Optional[torch.Tensor],
+    int_fields: list[int],
+    jit_captures: list[torch.Tensor],
+    scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    heads_major: bool,
+    jit_token: str,
+    backend: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse) of flex attention over q, k, v ([batch, seqlen, heads, head_dim] views, as the
+    library takes them). out is [batch, heads, seqlen, head_dim] contiguous when heads_major
+    (flex_attention's BHSD), else like q contiguous (varlen's packed rows); lse is float32
+    [batch, heads, seqlen]. scale 0 means 1/sqrt(head_dim)."""
+    arrays = (doc_ids_q, doc_ids_k, prefix_lengths, alibi_slopes, rel_bias, sinks, kv_num_blocks,
+              kv_indices, full_kv_num_blocks, full_kv_indices, cu_seqlens_q, cu_seqlens_k)
+    fields = _unpack_fields(arrays, int_fields)
+    out, lse = _empty_outputs(q, heads_major)
+    out_view = out.transpose(1, 2) if heads_major else out
+    score_mod = jit.registered(jit_token, jit_captures) if jit_token else None
+    flex.launch(q, k, v, out_view, lse, scale, causal, (window_left, window_right), softcap, fields,
+                score_mod, backend)
+    return out, lse
+
+
+@flex_attention_op.register_fake
+def _flex_attention_fake(
+    q, k, v, doc_ids_q, doc_ids_k, prefix_lengths, alibi_slopes, rel_bias, sinks, kv_num_blocks,
+    kv_indices, full_kv_num_blocks, full_kv_indices, cu_seqlens_q, cu_seqlens_k, int_fields,
+    jit_captures, scale, causal, window_left, window_right, softcap, heads_major, jit_token,
+    backend,
+):
+    return _empty_outputs(q, heads_major)
+
+
+def compiling():
+    return torch.compiler.is_compiling()
+
+
+def _empty_outputs(q, heads_major):
+    batch, seqlen, heads, head_dim = q.shape
+    shape = (batch, heads, seqlen, head_dim) if heads_major else tuple(q.shape)
+    out = q.new_empty(shape)
+    lse = q.new_empty((batch, heads, seqlen), dtype=torch.float32)
+    return out, lse
+
+
+def _pack_fields(fields):
+    """(the array fields in _ARRAY_FIELDS order, the int fields) of flex.py's fields dict."""
+    block_mask = fields.get("block_mask")
+    arrays = dict(fields)
+    ints = {name: fields.get(name, _UNSET) for name in _INT_FIELDS}
+    if block_mask is not None:
+        counts, indices, full_counts, full_indices, q_block, kv_block = block_mask
+        arrays.update(kv_num_blocks=counts, kv_indices=indices, full_kv_num_blocks=full_counts,
+                      full_kv_indices=full_indices)
+        ints.update(q_block=q_block, kv_block=kv_block)
+    return [arrays.get(name) for name in _ARRAY_FIELDS], [int(ints[name]) for name in _INT_FIELDS]
+
+
+def _unpack_fields(arrays, ints):
+    """flex.py's fields dict from the op's arguments (the inverse of _pack_fields)."""
+    fields = {name: a for name, a in zip(_ARRAY_FIELDS, arrays) if a is not None}
+    values = dict(zip(_INT_FIELDS, ints))
+    counts = fields.pop("kv_num_blocks", None)
+    indices = fields.pop("kv_indices", None)
+    full_counts = fields.pop("full_kv_num_blocks", None)
+    full_indices = fields.pop("full_kv_indices", None)
+    if counts is not None:
+        fields["block_mask"] = (counts, indices, full_counts, full_indices, values["q_block"],
+                                values["kv_block"])
+    for name in ("prefix_length", "max_seqlen_q", "max_seqlen_k"):
+        if values[name] != _UNSET:
+            fields[name] = values[name]
+    return fields
+
+
+def flex_attention(q, k, v, scale, causal, window, softcap, fields, score_mod, backend,
+                   heads_major):
+    """Calls the op with flex.py's arguments; returns (out, lse) shaped as the op says."""
+    arrays, ints = _pack_fields(fields)
+    token, captures = ("", []) if score_mod is None else score_mod.token_and_tensors()
+    return flex_attention_op(
+        q, k, v, *arrays, ints, captures, 0.0 if scale is None else float(scale), bool(causal),
+        int(window[0]), int(window[1]), float(softcap), heads_major, token, backend,
+    )
