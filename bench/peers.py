@@ -8,12 +8,18 @@ flashcore-bench's rules (time_fn). Writes results.json (the flashcore-bench resu
 "peers"), report.md, and tflops.png and speedup.png (bench/plot.py) into --out.
 
     python bench/peers.py --profile minimal
+    python bench/peers.py --providers auto,sm90,sm80 --cases B1_H8_S512_D64_bf16
+
+--providers picks flashcore's providers (default: "auto" and every provider; the scalar and WMMA
+steps take 20-50 ms a launch at S4k, so a run beside flashcore-bench's chapter, which times them
+itself, leaves them out); --cases picks case labels of the profile. Every peer runs at each case.
 """
 
 import argparse
 import datetime
 import json
 import math
+import os
 import pathlib
 import platform
 import statistics
@@ -29,6 +35,7 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 import flashcore
 import plot
 import triton_attention
+from peer_cases import cases, select, select_cases, split_list
 
 SCHEMA = "flashcore-bench/results"  # tools/bench/report_json.hpp
 SCHEMA_VERSION = 1
@@ -41,53 +48,6 @@ GRAPH_BELOW_US, TARGET_SAMPLE_US, MAX_LAUNCHES_PER_SAMPLE = 200.0, 2000.0, 1000
 WORKING_SET_OVER_L2, MAX_SETS, MAX_FREE_FRACTION_FOR_SETS = 2.0, 64, 0.25
 PARITY_TOLERANCE = {"bf16": 1e-2, "fp16": 5e-3}  # rel L2 against flashcore: reference/tolerance.hpp
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-class Case:
-    def __init__(self, batch, heads, seqlen, head_dim, causal, dtype):
-        self.batch, self.heads, self.seqlen, self.head_dim = batch, heads, seqlen, head_dim
-        self.causal, self.dtype = causal, dtype
-
-    def label(self):  # flashcore-bench's Case::label()
-        return f"B{self.batch}_H{self.heads}_S{self.seqlen}_D{self.head_dim}_{self.dtype}" + (
-            "_causal" if self.causal else ""
-        )
-
-    def flops(self):  # 4·B·H·S²·D, halved for causal
-        dense = 4.0 * self.batch * self.heads * self.seqlen * self.seqlen * self.head_dim
-        return dense / 2 if self.causal else dense
-
-    def min_bytes(self):  # q, k, v read and o written once
-        return 4.0 * self.batch * self.seqlen * self.heads * self.head_dim * 2
-
-    def to_json(self):
-        return dict(
-            label=self.label(),
-            batch=self.batch,
-            heads_q=self.heads,
-            heads_kv=self.heads,
-            seqlen_q=self.seqlen,
-            seqlen_k=self.seqlen,
-            head_dim=self.head_dim,
-            causal=self.causal,
-            window_left=-1,
-            dtype=self.dtype,
-            flops=self.flops(),
-            min_bytes=self.min_bytes(),
-        )
-
-
-def cases(profile, dtype):
-    canonical = [Case(1, 8, 512, 64, causal, dtype) for causal in (False, True)]
-    # FlashAttention-3's grid: 16k tokens (batch * seqlen) and hidden 2048 (heads * head_dim).
-    seqlens = [4096] if profile == "minimal" else [512, 1024, 2048, 4096, 8192, 16384]
-    grid = [
-        Case(16384 // s, 2048 // d, s, d, causal, dtype)
-        for d in (64, 128, 256)
-        for s in seqlens
-        for causal in (False, True)
-    ]
-    return canonical + grid
 
 
 def input_sets(case):
@@ -210,7 +170,7 @@ def parity(out, reference, dtype):
 _compiled_flex = None
 
 
-def peers(case, q, k, v):
+def peers(case, q, k, v, providers):
     """(workload, role, requested_backend, fn -> BSHD output) for every peer of this case."""
     global _compiled_flex
     # torch's own kernels get their native BHSD layout (same values); flashcore and Triton read
@@ -254,7 +214,7 @@ def peers(case, q, k, v):
             p,
             lambda p=p: flashcore.attention(q, k, v, causal=case.causal, backend=p),
         )
-        for p in ["auto", *flashcore.providers()]
+        for p in providers
     ]
     runs += [
         ("sdpa_flash", "peer", "flash", bshd(sdpa(SDPBackend.FLASH_ATTENTION))),
@@ -273,7 +233,7 @@ def peers(case, q, k, v):
     return runs
 
 
-def measure(case, record):
+def measure(case, record, providers):
     generator = torch.Generator(device="cuda").manual_seed(0)
     shape = (case.batch, case.seqlen, case.heads, case.head_dim)
     inputs = [
@@ -285,7 +245,7 @@ def measure(case, record):
         reference = flashcore.attention(*inputs[0], causal=case.causal)
         results = []
         # Each peer's runs, one per input set: parity on set 0, timing over all of them.
-        per_set = [peers(case, *qkv) for qkv in inputs]
+        per_set = [peers(case, *qkv, providers) for qkv in inputs]
         for index, (workload, role, requested, _) in enumerate(per_set[0]):
             fns = [runs[index][3] for runs in per_set]
             result = dict(
@@ -401,7 +361,10 @@ def environment():
         "flashcore": flashcore.__version__,
         "flashcore_providers": ",".join(flashcore.providers()),
     }
-    return env, git.stdout.strip() if git.returncode == 0 else ""
+    # A tree copied without its .git (a lent GPU machine) names its commit in FLASHCORE_GIT_COMMIT.
+    fallback = os.environ.get("FLASHCORE_GIT_COMMIT", "")
+    commit = git.stdout.strip() if git.returncode == 0 else fallback
+    return env, commit
 
 
 COLUMNS = [
@@ -490,9 +453,20 @@ def main():
     parser.add_argument("--profile", choices=["minimal", "full"], default="minimal")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     parser.add_argument("--out", default="lab-out/peers", help="directory for the artifacts")
+    parser.add_argument(
+        "--providers", help="flashcore providers to time, comma-separated (default: all and auto)"
+    )
+    parser.add_argument("--cases", help="case labels to run, comma-separated (default: all)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("peers.py needs a CUDA GPU visible to torch")
+    try:
+        providers = select(
+            split_list(args.providers), ["auto", *flashcore.providers()], "flashcore provider"
+        )
+        selected = select_cases(cases(args.profile, args.dtype), split_list(args.cases))
+    except ValueError as error:
+        parser.error(str(error))
     # Every case compiles FlexAttention for its shape; keep them all compiled (the limit was
     # renamed in torch 2.7).
     config = torch._dynamo.config
@@ -517,14 +491,15 @@ def main():
             target_sample_us=str(TARGET_SAMPLE_US),
             working_set_over_l2=str(WORKING_SET_OVER_L2),
             dtype=args.dtype,
+            providers=",".join(providers),
         ),
         gemm_ceiling=dict(problem=problem, tflops=gemm_tflops),
         results=[],
         expectations=dict(checked=False, files=[], regressions=[], passed=True),
     )
-    for case in cases(args.profile, args.dtype):
+    for case in selected:
         print(f"{case.label()}", flush=True)
-        measure(case, record)
+        measure(case, record, providers)
     derive_metrics(record["results"], gemm_tflops)
 
     out = pathlib.Path(args.out)

@@ -103,6 +103,54 @@ TEST(RobustInputs, SameSeedSameInputsOtherSeedOtherInputs) {
   EXPECT_EQ(a.k.size(), static_cast<size_t>(2 * 65 * 2 * 64));
 }
 
+// Inputs are drawn in chunks of kRowsPerChunk rows, each from its own stream, so that any
+// number of threads draws the same values for a seed.
+TEST(RobustInputs, TheThreadCountDoesNotChangeTheInputs) {
+  Case c = small_case("bf16", 16);
+  c.batch = 1;
+  c.seqlen_q = 700;   // Q: 2800 rows, three chunks, the last one partial
+  c.seqlen_k = 1100;  // K, V: 2200 rows
+  ASSERT_GT(static_cast<size_t>(c.seqlen_q * c.heads_q), 2 * kRowsPerChunk);
+  for (const Distribution d : all_distributions()) {
+    HostInputs one, three, many;
+    generate_inputs(d, c, 21, &one, GenerateOptions{1, true});
+    generate_inputs(d, c, 21, &three, GenerateOptions{3, true});
+    generate_inputs(d, c, 21, &many, GenerateOptions{16, true});
+    for (const HostInputs* other : {&three, &many}) {
+      EXPECT_EQ(one.q_bits, other->q_bits) << distribution_name(d);
+      EXPECT_EQ(one.k_bits, other->k_bits) << distribution_name(d);
+      EXPECT_EQ(one.v_bits, other->v_bits) << distribution_name(d);
+      EXPECT_EQ(one.q, other->q) << distribution_name(d);
+    }
+    // Without the exact values the bits are the same, and nothing else is kept.
+    HostInputs bits_only;
+    generate_inputs(d, c, 21, &bits_only, GenerateOptions{2, false});
+    EXPECT_EQ(one.k_bits, bits_only.k_bits) << distribution_name(d);
+    EXPECT_TRUE(bits_only.q.empty() && bits_only.k.empty() && bits_only.v.empty());
+  }
+}
+
+// Each chunk has a stream of its own: chunk 1 does not repeat chunk 0 (as it would if its stream
+// were chunk 0's shifted), and its values are not those of another seed's chunk 1.
+TEST(RobustInputs, EveryChunkHasItsOwnStream) {
+  Case c = small_case("fp16", 64);
+  c.batch = 1;
+  c.seqlen_q = 600;  // 2400 rows
+  HostInputs a, b;
+  generate_inputs(Distribution::kUniform, c, 5, &a);
+  generate_inputs(Distribution::kUniform, c, 6, &b);
+  const size_t row = static_cast<size_t>(c.head_dim), chunk = kRowsPerChunk * row;
+  const std::vector<double> first(a.q.begin(), a.q.begin() + static_cast<std::ptrdiff_t>(row));
+  for (size_t shift = 0; shift < 4; ++shift) {
+    const auto start = a.q.begin() + static_cast<std::ptrdiff_t>(chunk + shift);
+    EXPECT_NE(first, std::vector<double>(start, start + static_cast<std::ptrdiff_t>(row)));
+  }
+  EXPECT_NE(std::vector<uint16_t>(a.q_bits.begin() + static_cast<std::ptrdiff_t>(chunk),
+                                  a.q_bits.begin() + static_cast<std::ptrdiff_t>(chunk + row)),
+            std::vector<uint16_t>(b.q_bits.begin() + static_cast<std::ptrdiff_t>(chunk),
+                                  b.q_bits.begin() + static_cast<std::ptrdiff_t>(chunk + row)));
+}
+
 TEST(RobustInputs, NormalAndUniformHaveTheirMoments) {
   Case c = small_case("bf16");
   c.seqlen_q = 512;
@@ -310,6 +358,41 @@ TEST(RobustReport, APartialRunListsWhatDidNotRunAndResumes) {
   EXPECT_TRUE(missing_cells(resumed).empty());
   EXPECT_NE(render_robust_markdown(resumed).find("cells ran (all)."), std::string::npos);
   EXPECT_NE(render_robust_markdown(resumed).find("**PASS**"), std::string::npos);
+}
+
+// A seed reproduces inputs only with the generator that drew them: robust.json names it, files
+// from before the chunked generator read as the serial one, and a resumed run keeps the name of
+// its cells' generator when it differs from this run's.
+TEST(RobustReport, RecordsWhichGeneratorDrewTheInputs) {
+  RobustRecord old;
+  std::string error;
+  ASSERT_TRUE(from_json(testing::fixture_json("robust.json"), &old, &error)) << error;
+  EXPECT_EQ(old.inputs, kSerialInputGenerator);
+  EXPECT_TRUE(old.resumed_inputs.empty());
+
+  RobustRecord resumed;
+  ASSERT_TRUE(resume_from(old, old.grid, 0, &resumed, &error)) << error;
+  EXPECT_EQ(resumed.inputs, kInputGenerator);
+  EXPECT_EQ(resumed.resumed_inputs, kSerialInputGenerator);
+  const std::string md = render_robust_markdown(resumed);
+  EXPECT_NE(md.find(std::string("- inputs: ") + kInputGenerator +
+                    " (the cells kept from the resumed run: " + kSerialInputGenerator),
+            std::string::npos);
+  RobustRecord back;
+  ASSERT_TRUE(from_json(to_json(resumed), &back, &error)) << error;
+  EXPECT_EQ(back.inputs, kInputGenerator);
+  EXPECT_EQ(back.resumed_inputs, kSerialInputGenerator);
+
+  // Resuming the merged record again still names the older cells' generator; a record drawn
+  // entirely by this generator names no other.
+  RobustRecord again;
+  ASSERT_TRUE(resume_from(back, back.grid, 0, &again, &error)) << error;
+  EXPECT_EQ(again.resumed_inputs, kSerialInputGenerator);
+  RobustRecord fresh, fresh_resumed;
+  fresh.grid = "default";
+  ASSERT_TRUE(resume_from(fresh, "default", 0, &fresh_resumed, &error)) << error;
+  EXPECT_TRUE(fresh_resumed.resumed_inputs.empty());
+  EXPECT_EQ(render_robust_markdown(fresh_resumed).find("resumed run:"), std::string::npos);
 }
 
 TEST(RobustReport, RejectsAFileOfAnotherSchema) {

@@ -166,6 +166,8 @@ bool resume_from(const RobustRecord& earlier, const std::string& grid, uint64_t 
   }
   record->seed = earlier.seed;
   record->results = earlier.results;
+  record->resumed_inputs =
+      earlier.inputs == record->inputs ? earlier.resumed_inputs : earlier.inputs;
   record->command_line += " (resumes the run of " + earlier.created_utc + ", commit " +
                           earlier.git_commit + ": " + earlier.command_line + ")";
   return true;
@@ -181,6 +183,8 @@ Json to_json(const RobustRecord& record) {
   j["device"] = record.device;
   j["grid"] = record.grid;
   j["seed"] = record.seed;
+  j["inputs"] = record.inputs;
+  j["resumed_inputs"] = record.resumed_inputs;
   j["interrupted"] = record.interrupted;
   j["interruption"] = record.interruption;
   const RobustCounts c = count(record);
@@ -237,6 +241,9 @@ bool from_json(const Json& j, RobustRecord* record, std::string* error) {
   record->device = string_or(j, "device", "");
   record->grid = string_or(j, "grid", "");
   record->seed = static_cast<uint64_t>(integer_or(j, "seed", 0));
+  // Files written before the chunked generator have no "inputs".
+  record->inputs = string_or(j, "inputs", kSerialInputGenerator);
+  record->resumed_inputs = string_or(j, "resumed_inputs", "");
   record->interrupted = bool_or(j, "interrupted", false);
   record->interruption = string_or(j, "interruption", "");
   const Json* results = find_member(j, "results");
@@ -283,6 +290,11 @@ std::string render_robust_markdown(const RobustRecord& record) {
       << "- created: " << record.created_utc << "\n- device: " << record.device
       << "\n- git commit: " << record.git_commit << "\n- grid: " << record.grid
       << "\n- seed: " << record.seed << " (`--seed " << record.seed << "` reproduces the inputs)"
+      << "\n- inputs: " << record.inputs
+      << (record.resumed_inputs.empty()
+              ? std::string()
+              : " (the cells kept from the resumed run: " + record.resumed_inputs +
+                    "; a seed gives other inputs with each)")
       << "\n- command: `" << record.command_line << "`\n\n"
       << "**"
       << (c.failed > 0         ? "FAIL"

@@ -43,6 +43,10 @@ void sort_worst_first(std::vector<RobustResult>* results);
 struct RobustRecord {
   std::string created_utc, command_line, git_commit, device, grid;  // grid: "default" or "quick"
   uint64_t seed = 0;  // every cell's inputs derive from it and the cell's name (--seed)
+  // The generator that drew this run's inputs (a seed reproduces them only with it) and, when
+  // --resume kept cells drawn by another one, that one's name.
+  std::string inputs = kInputGenerator;
+  std::string resumed_inputs;
   std::vector<RobustResult> results;
   // The run stopped early: a CUDA error poisoned the context (a result then FAILED), or
   // --time-budget ran out (missing_cells() lists what did not run; --resume runs it).
@@ -61,8 +65,9 @@ int robust_exit_code(const RobustRecord& record);
 // The cells of the record's grid ("default" or "quick") that have no result, in grid order.
 std::vector<RobustCase> missing_cells(const RobustRecord& record);
 
-// Merges an earlier run's results into a new record (--resume): its seed, its results and, since
-// the output holds both runs, its grid, which must be the one asked for. False with *error when
+// Merges an earlier run's results into a new record (--resume): its seed, its results (and the
+// name of their input generator when it is not this one) and, since the output holds both runs,
+// its grid, which must be the one asked for. False with *error when
 // the earlier record cannot be resumed.
 bool resume_from(const RobustRecord& earlier, const std::string& grid, uint64_t seed,
                  RobustRecord* record, std::string* error);
