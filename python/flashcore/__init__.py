@@ -9,7 +9,7 @@ import importlib.metadata
 
 from . import _core, flex, jit, mods
 from .flex import BlockMask, attention_varlen, create_block_mask, flex_attention
-from .jit import JitCompileError, jit_score_mod
+from .jit import JitCompileError, jit_mask_mod, jit_score_mod
 
 __all__ = [
     "attention",
@@ -18,6 +18,7 @@ __all__ = [
     "create_block_mask",
     "flex_attention",
     "jit",
+    "jit_mask_mod",
     "jit_score_mod",
     "JitCompileError",
     "last_provider",

@@ -6,7 +6,7 @@ node with a fake (meta) implementation, so a compiled model keeps a single graph
 A custom op's schema takes tensors and scalars, not Python objects, so the flex fields (the mods'
 arrays, the BlockMask, varlen's cu_seqlens) travel as optional tensors and a list of ints, and a
 jit_score_mod as a token of its process-wide registry (jit.JitScoreMod.token) plus its tensor
-captures, in its signature's order: passing them to the op is what lets the compiler order the
+captures, in its signature's order (a jit_mask_mod likewise, its tensors first): passing them to the op is what lets the compiler order the
 op after whatever wrote them."""
 
 from typing import Optional
@@ -49,7 +49,8 @@ def flex_attention_op(
     window_right: int,
     softcap: float,
     heads_major: bool,
-    jit_token: str,
+    jit_mask: str,
+    jit_score: str,
     backend: str,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) of flex attention over q, k, v ([batch, seqlen, heads, head_dim] views, as the
@@ -61,9 +62,9 @@ def flex_attention_op(
     fields = _unpack_fields(arrays, int_fields)
     out, lse = _empty_outputs(q, heads_major)
     out_view = out.transpose(1, 2) if heads_major else out
-    score_mod = jit.registered(jit_token, jit_captures) if jit_token else None
+    program = _program(jit_mask, jit_score, list(jit_captures))
     flex.launch(q, k, v, out_view, lse, scale, causal, (window_left, window_right), softcap, fields,
-                score_mod, backend)
+                program, backend)
     return out, lse
 
 
@@ -71,10 +72,23 @@ def flex_attention_op(
 def _flex_attention_fake(
     q, k, v, doc_ids_q, doc_ids_k, prefix_lengths, alibi_slopes, rel_bias, sinks, kv_num_blocks,
     kv_indices, full_kv_num_blocks, full_kv_indices, cu_seqlens_q, cu_seqlens_k, int_fields,
-    jit_captures, scale, causal, window_left, window_right, softcap, heads_major, jit_token,
-    backend,
+    jit_captures, scale, causal, window_left, window_right, softcap, heads_major, jit_mask,
+    jit_score, backend,
 ):
     return _empty_outputs(q, heads_major)
+
+
+def _program(mask_token, score_token, tensors):
+    """The jit.Program of the op's tokens, each mod taking its share of the tensors in order."""
+    mods = []
+    for token in (mask_token, score_token):
+        if not token:
+            mods.append(None)
+            continue
+        count = jit.tensor_count(token)
+        mods.append(jit.registered(token, tensors[:count]))
+        tensors = tensors[count:]
+    return None if mods == [None, None] else jit.Program(*mods)
 
 
 def compiling():
@@ -119,12 +133,17 @@ def _unpack_fields(arrays, ints):
     return fields
 
 
-def flex_attention(q, k, v, scale, causal, window, softcap, fields, score_mod, backend,
+def flex_attention(q, k, v, scale, causal, window, softcap, fields, program, backend,
                    heads_major):
-    """Calls the op with flex.py's arguments; returns (out, lse) shaped as the op says."""
+    """Calls the op with flex.py's arguments (program: a jit.Program or None); returns (out,
+    lse) shaped as the op says."""
     arrays, ints = _pack_fields(fields)
-    token, captures = ("", []) if score_mod is None else score_mod.token_and_tensors()
+    tokens, captures = [], []
+    for mod in (program or (None, None)):
+        token, tensors = ("", []) if mod is None else mod.token_and_tensors()
+        tokens.append(token)
+        captures += tensors
     return flex_attention_op(
         q, k, v, *arrays, ints, captures, 0.0 if scale is None else float(scale), bool(causal),
-        int(window[0]), int(window[1]), float(softcap), heads_major, token, backend,
+        int(window[0]), int(window[1]), float(softcap), heads_major, *tokens, backend,
     )

@@ -49,12 +49,13 @@ def _block_sizes(block_size):
 
 
 def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device="cuda", BLOCK_SIZE=_DEFAULT_BLOCK_SIZE):
-    """PyTorch's create_block_mask for flashcore's built-in mask_mods, built on the GPU in one
-    launch on the current stream. B or H None broadcasts (1). Needs torch."""
-    if not isinstance(mask_mod, MaskMod):
+    """PyTorch's create_block_mask for flashcore's built-in mask_mods and jit_mask_mods, built on
+    the GPU in one launch on the current stream. B or H None broadcasts (1). Needs torch."""
+    if not isinstance(mask_mod, (MaskMod, jit.JitMaskMod)):
         raise TypeError(
             f"mask_mod is a {type(mask_mod).__name__}; flashcore builds masks of its built-in "
-            "mask_mods (flashcore.mods.causal(), documents(...), ...)"
+            "mask_mods (flashcore.mods.causal(), documents(...), ...) and of CUDA snippets "
+            "(flashcore.jit_mask_mod(\"return kv_idx <= q_idx;\"))"
         )
     import torch
 
@@ -64,11 +65,17 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device="cuda", BLOCK_SIZE=_
     native = _core.native()
     nbytes = native.block_mask_bytes(B, H, Q_LEN, KV_LEN, q_block, kv_block)
     buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    fields = dict(mask_mod.fields(), window_left=mask_mod.window[0],
-                  window_right=mask_mod.window[1])
     stream = torch.cuda.current_stream(buffer.device).cuda_stream
-    offsets = native.create_block_mask(buffer, fields, B, H, Q_LEN, KV_LEN, q_block, kv_block,
-                                       stream)
+    if isinstance(mask_mod, jit.JitMaskMod):
+        # The library checks and places the mask; the snippet's object launches the builder.
+        offsets = jit.block_mask(mask_mod, buffer.device.index, lambda entry, captures: (
+            native.create_block_mask(buffer, dict(window_left=-1, window_right=-1), B, H, Q_LEN,
+                                     KV_LEN, q_block, kv_block, stream, entry, captures)))
+    else:
+        fields = dict(mask_mod.fields(), window_left=mask_mod.window[0],
+                      window_right=mask_mod.window[1])
+        offsets = native.create_block_mask(buffer, fields, B, H, Q_LEN, KV_LEN, q_block,
+                                           kv_block, stream)
     mq, mk = -(-Q_LEN // q_block), -(-KV_LEN // kv_block)
 
     def view(offset, shape):
@@ -99,9 +106,10 @@ def _check_rank(name, x, rank, layout):
 
 
 def _mask_parts(block_mask, q_len, kv_len):
-    """(window, native fields) of block_mask: its mask_mod's parts and its block lists."""
+    """(window, native fields, jit_mask_mod or None) of block_mask: its mask_mod's parts and its
+    block lists."""
     if block_mask is None:
-        return (-1, -1), {}
+        return (-1, -1), {}, None
     for name in ("kv_num_blocks", "kv_indices", "BLOCK_SIZE", "mask_mod"):
         if not hasattr(block_mask, name):
             raise TypeError(
@@ -115,8 +123,11 @@ def _mask_parts(block_mask, q_len, kv_len):
             f"({q_len}, {kv_len}); rebuild it with create_block_mask for these lengths"
         )
     mask_mod = block_mask.mask_mod
+    jit_mask = None
     if isinstance(mask_mod, MaskMod):
         window, fields = mask_mod.window, mask_mod.fields()
+    elif isinstance(mask_mod, jit.JitMaskMod):
+        window, fields, jit_mask = (-1, -1), {}, mask_mod
     elif mask_mod is None or _is_noop_mask(mask_mod):
         window, fields = (-1, -1), {}
     else:
@@ -130,7 +141,7 @@ def _mask_parts(block_mask, q_len, kv_len):
     full_indices = getattr(block_mask, "full_kv_indices", None) if full is not None else None
     fields["block_mask"] = (block_mask.kv_num_blocks, block_mask.kv_indices, full, full_indices,
                             q_block, kv_block)
-    return window, fields
+    return window, fields, jit_mask
 
 
 def _score_fields(score_mod):
@@ -163,11 +174,12 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
         )
     if scale is not None and float(scale) == 0.0:
         raise ValueError("scale is 0; pass None for the default 1/sqrt(head_dim)")
-    window, fields = _mask_parts(block_mask, query.shape[2], key.shape[2])
+    window, fields, jit_mask = _mask_parts(block_mask, query.shape[2], key.shape[2])
     if sinks is not None:
         fields["sinks"] = sinks
     q, k, v = (_swap_seq_heads(x) for x in (query, key, value))
-    jit_mod, cap = _split_score_mod(score_mod, fields)
+    jit_score, cap = _split_score_mod(score_mod, fields)
+    jit_mod = _jit_program(jit_mask, jit_score)
     if _compiling(query):
         out, lse = _flex_ops.flex_attention(q, k, v, scale, False, window, cap, fields, jit_mod,
                                             backend, heads_major=True)
@@ -194,7 +206,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be the longest sequence's length, an int >= 1")
     fields = {}
-    jit_mod, cap = _split_score_mod(score_mod, fields)
+    jit_score, cap = _split_score_mod(score_mod, fields)
+    jit_mod = _jit_program(None, jit_score)
     if cap and softcap:
         raise ValueError("pass softcap once: as softcap= or in score_mod, not both")
     if jit_mod is not None and softcap:
@@ -218,8 +231,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 
 def launch(q, k, v, out, lse, scale, causal, window, softcap, fields, jit_mod, backend):
     """Runs flex attention on [B, S, H, D] views on the current stream: the built-in mods are in
-    `fields` (python/src/flex_args.hpp), jit_mod is a jit_score_mod or None. Eager calls and the
-    custom op (_flex_ops.py) both come here."""
+    `fields` (python/src/flex_args.hpp), jit_mod is a jit.Program (its snippets replace those
+    parts) or None. Eager calls and the custom op (_flex_ops.py) both come here."""
     if jit_mod is not None:
         _run_jit(jit_mod, q, k, v, out, lse, scale, causal, window, fields, backend)
         return
@@ -228,10 +241,19 @@ def launch(q, k, v, out, lse, scale, causal, window, softcap, fields, jit_mod, b
               float(softcap), kernel, _stream_of(q), flex=fields)
 
 
+def _jit_program(jit_mask, jit_score):
+    """The jit.Program of the snippets among the mods, or None when both are built-ins."""
+    if jit_mask is None and jit_score is None:
+        return None
+    return jit.Program(jit_mask, jit_score)
+
+
 def _split_score_mod(score_mod, fields):
     """(the jit_score_mod or None, softcap) of score_mod; a built-in's arrays go into fields."""
     if isinstance(score_mod, jit.JitScoreMod):
         return score_mod, 0.0
+    if isinstance(score_mod, jit.JitMaskMod):
+        raise TypeError("score_mod is a jit_mask_mod; pass it to create_block_mask instead")
     cap, score = _score_fields(score_mod)
     fields.update(score)
     return None, cap
@@ -242,21 +264,24 @@ def _compiling(x):
     return _flex_ops is not None and hasattr(x, "is_cuda") and _flex_ops.compiling()
 
 
-def _run_jit(score_mod, q, k, v, out, lse, scale, causal, window, fields, backend):
-    """flex_attention with a jit_score_mod: its shared object (compiled or cached) launches the
-    kernel on torch's current stream, after the library's checks (python/src/flashcore_ext.cpp)."""
+def _run_jit(program, q, k, v, out, lse, scale, causal, window, fields, backend):
+    """flex_attention with jit mods (a jit.Program): their shared object (compiled or cached)
+    launches the kernel on torch's current stream, after the library's checks
+    (python/src/flashcore_ext.cpp)."""
     if backend not in ("auto", "sm80"):
-        raise ValueError(f"backend {backend!r}: a jit_score_mod runs on 'sm80' (or 'auto')")
+        kind = "score_mod" if program.score is not None else "mask_mod"
+        raise ValueError(f"backend {backend!r}: a jit_{kind} runs on 'sm80' (or 'auto')")
 
     def launch(address, captures, fp16, kernel_head_dim):
         _core.native().jit_attention(
-            address, fp16, kernel_head_dim, captures, q, k, v, out, lse,
+            address, program.mask is not None, program.score is not None, fp16,
+            kernel_head_dim, captures, q, k, v, out, lse,
             0.0 if scale is None else float(scale), causal, window[0], window[1],
             _stream_of(q), fields,
         )
         _core._state.provider = "sm80"
 
-    jit.run(score_mod, q, fields, launch)
+    jit.run(program, q, fields, launch)
 
 
 def _empty_outputs(like, lse_shape, return_lse):

@@ -1,26 +1,31 @@
-"""score_mods of your own from Python: a CUDA C++ snippet compiled at run time into flashcore's
-sm80 flex kernel (docs/flex.md, "Functors of your own (Python)").
+"""score_mods and mask_mods of your own from Python: CUDA C++ snippets compiled at run time into
+flashcore's sm80 flex kernel (docs/flex.md, "Functors of your own (Python)").
 
     bias = torch.randn(H, device="cuda")
     mod = flashcore.jit_score_mod("return score + bias[h] * (q_idx - kv_idx);", bias=bias)
-    out = flashcore.flex_attention(q, k, v, score_mod=mod)
+    dilated = flashcore.jit_mask_mod("return kv_idx <= q_idx && (q_idx - kv_idx) % d == 0;", d=3)
+    block_mask = flashcore.create_block_mask(dilated, B, None, S, S)
+    out = flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask)
 
-The snippet is the body of `__device__ float operator()(float score, int b, int h, int q_idx,
-int kv_idx) const` in a functor whose members are the captures: torch tensors become device
-pointers (`const float*` for float32, ...; contiguous, on q's device) and Python bool / int /
-float become `bool` / `int` / `float`. A generated .cu file includes the kernel headers that ship
-with the package (include/flashcore/kernels), instantiates the flex kernel for the functor and
-exports a C entry point; nvcc builds it into a shared object, which ctypes loads. The object is
-cached on disk (FLASHCORE_JIT_CACHE, default ~/.cache/flashcore/jit) under a hash of the snippet,
-the captures' names and types, the dtype, the kernel's head dim, the GPU architecture, the
-flashcore version and its kernel headers, so that a second call, in this process or another,
-compiles nothing. Captured values are passed at each call and never enter the key.
+A score_mod snippet is the body of `__device__ float operator()(float score, int b, int h,
+int q_idx, int kv_idx) const`, a mask_mod snippet of `__device__ bool operator()(int b, int h,
+int q_idx, int kv_idx) const`, in a functor whose members are the captures: torch tensors become
+device pointers (`const float*` for float32, ...; contiguous, on q's device) and Python bool /
+int / float become `bool` / `int` / `float`. A generated .cu file (_jit_source.py) includes the
+kernel headers that ship with the package (include/flashcore/kernels), instantiates the flex
+kernel (or, for a mask's create_block_mask, the BlockMask builder) for the functors and exports
+C entry points; nvcc builds it into a shared object, which ctypes loads. The object is cached on
+disk (FLASHCORE_JIT_CACHE, default ~/.cache/flashcore/jit) under a hash of the snippets, the
+captures' names and types, the dtype, the kernel's head dim, the GPU architecture, the flashcore
+version and its kernel headers, so that a second call, in this process or another, compiles
+nothing. Captured values are passed at each call and never enter the key.
 """
 
+import collections
 import ctypes
 import functools
-import itertools
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -33,10 +38,13 @@ import weakref
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["JitCompileError", "JitScoreMod", "jit_score_mod", "build", "cache_dir", "stats"]
+from . import _jit_source
 
-# The ABI of the shared objects' entry point: src/api/flex_functors.hpp's kJitAbiVersion.
-_ABI_VERSION = 1
+__all__ = ["JitCompileError", "JitMaskMod", "JitScoreMod", "Program", "jit_mask_mod",
+           "jit_score_mod", "build", "cache_dir", "stats"]
+
+# The ABI of the shared objects' entry points: src/api/flex_functors.hpp's kJitAbiVersion.
+_ABI_VERSION = 2
 # The flex kernel's head dims (src/sm80/flex_fwd.cu); a smaller head dim runs on the next one up.
 _KERNEL_HEAD_DIMS = (64, 128)
 _ELEMENTS = {"float16": "__half", "bfloat16": "__nv_bfloat16"}
@@ -67,9 +75,10 @@ _MAX_SNIPPET = 1 << 16
 _DEFAULT_NVCC = "/usr/local/cuda/bin/nvcc"
 
 _lock = threading.Lock()
-_loaded = {}  # key -> (ctypes library, launch address): loaded objects of this process
+_loaded = {}  # key -> (ctypes library, entry address): loaded objects of this process
+_key_memo = {}  # (tokens, entry, dtype, head dim, arch) -> key: each key hashed once
 _stats = {"compiles": 0, "disk_hits": 0, "memory_hits": 0, "last_compile_s": None}
-# token -> JitScoreMod, for the custom op flashcore::flex_attention (_flex_ops.py), whose schema
+# token -> JitScoreMod / JitMaskMod, for the custom op flashcore::flex_attention (_flex_ops.py), whose schema
 # cannot hold a Python object. Weak: a mod nobody holds is gone, and so is its entry.
 _registry = weakref.WeakValueDictionary()
 _tokens = itertools.count()
@@ -80,27 +89,29 @@ class JitCompileError(RuntimeError):
     are numbered as `score_mod:LINE`)."""
 
 
-class JitScoreMod:
-    """A score_mod compiled from a CUDA C++ snippet; build it with jit_score_mod."""
+class _JitMod:
+    """A snippet and its captures; JitScoreMod and JitMaskMod say which operator it is."""
+
+    kind = None  # "score_mod" or "mask_mod": the operator of _jit_source
 
     def __init__(self, body, captures):
+        what = f"the {self.kind} snippet"
         if not isinstance(body, str):
-            raise TypeError(f"the score_mod snippet must be a str, got {type(body).__name__}")
+            raise TypeError(f"{what} must be a str, got {type(body).__name__}")
         if not body.strip():
-            raise ValueError("the score_mod snippet is empty; write e.g. 'return score;'")
+            raise ValueError(f"{what} is empty; write e.g. '{self._example}'")
         if len(body) > _MAX_SNIPPET or "\0" in body:
-            raise ValueError("the score_mod snippet must be text under 64 KiB without NUL bytes")
+            raise ValueError(f"{what} must be text under 64 KiB without NUL bytes")
         if "return" not in body:
             raise ValueError(
-                "the score_mod snippet returns nothing: it is the body of a function that "
-                "returns the new score, e.g. 'return score + bias[h];'"
+                f"{what} returns nothing: it is the body of a function that returns "
+                f"{self._returns}, e.g. '{self._example}'"
             )
         self.body = body
-        self._keys = {}  # (dtype, head dim, arch) -> cache key: computed once per mod
         self.captures = {}
         for name in sorted(captures):
             self.captures[name] = _capture_type(name, captures[name]), captures[name]
-        self.token = f"jit_score_mod_{next(_tokens)}"
+        self.token = f"jit_{self.kind}_{next(_tokens)}"
         _registry[self.token] = self
 
     def token_and_tensors(self):
@@ -114,32 +125,82 @@ class JitScoreMod:
 
     def __call__(self, *args):
         raise TypeError(
-            "a jit_score_mod runs only inside flashcore's kernels (flashcore.flex_attention); "
-            "torch's flex_attention cannot evaluate its C++ snippet"
+            f"a jit_{self.kind} runs only inside flashcore's kernels (flashcore.flex_attention, "
+            f"flashcore.create_block_mask); torch's flex_attention cannot evaluate its C++ snippet"
         )
 
     def __repr__(self):
-        return f"flashcore.jit_score_mod({self.body!r}, captures={dict(self.signature())})"
+        return f"flashcore.jit_{self.kind}({self.body!r}, captures={dict(self.signature())})"
+
+
+class JitScoreMod(_JitMod):
+    """A score_mod compiled from a CUDA C++ snippet; build it with jit_score_mod."""
+
+    kind = "score_mod"
+    _returns = "the new score"
+    _example = "return score + bias[h];"
+
+
+class JitMaskMod(_JitMod):
+    """A mask_mod compiled from a CUDA C++ snippet; build it with jit_mask_mod."""
+
+    kind = "mask_mod"
+    _returns = "whether q_idx sees kv_idx"
+    _example = "return kv_idx <= q_idx;"
+
+
+# What one attention object compiles: the mask's snippet and the score_mod's (either may be None:
+# the params' built-in part).
+Program = collections.namedtuple("Program", ["mask", "score"])
+
+
+def _program(mods):
+    if isinstance(mods, Program):
+        return mods
+    if isinstance(mods, JitMaskMod):
+        return Program(mods, None)
+    if isinstance(mods, JitScoreMod):
+        return Program(None, mods)
+    raise TypeError(f"expected a jit_score_mod, a jit_mask_mod or a jit.Program, got {mods!r}")
+
+
+def _registered_mod(token):
+    mod = _registry.get(token)
+    if mod is None:
+        raise RuntimeError(
+            f"{token} no longer exists: a compiled graph outlived the jit mod it was traced "
+            "with; keep the mod alive as long as the compiled function"
+        )
+    return mod
+
+
+def tensor_count(token):
+    """How many tensor captures the mod of `token` has (token_and_tensors' second part)."""
+    return len(_registered_mod(token).token_and_tensors()[1])
 
 
 def registered(token, tensors):
     """The mod of `token` (token_and_tensors), with `tensors` as its tensor captures: the custom
     op's arguments, which under torch.compile are the traced graph's tensors."""
-    mod = _registry.get(token)
-    if mod is None:
-        raise RuntimeError(
-            f"{token} no longer exists: a compiled graph outlived the jit_score_mod it was traced "
-            "with; keep the mod alive as long as the compiled function"
-        )
+    mod = _registered_mod(token)
     pointer_names = [name for name, (ctype, _) in mod.captures.items() if ctype.endswith("*")]
     if len(tensors) != len(pointer_names):
         raise ValueError(f"{token} has {len(pointer_names)} tensor captures, got {len(tensors)}")
-    view = object.__new__(JitScoreMod)
-    view.body, view._keys, view.token = mod.body, mod._keys, mod.token  # same cache key
+    view = object.__new__(type(mod))
+    view.body, view.token = mod.body, mod.token  # the same token: the same cache keys
     view.captures = dict(mod.captures)
     for name, tensor in zip(pointer_names, tensors):
         view.captures[name] = (mod.captures[name][0], tensor)
     return view
+
+
+def jit_mask_mod(body, **captures):
+    """A mask_mod from a CUDA C++ snippet: the body of `bool operator()(int b, int h, int q_idx,
+    int kv_idx) const` (true: query q_idx of batch b, query head h, sees key kv_idx; indices as
+    PyTorch passes them, from the start of each sequence), with captures as jit_score_mod's.
+    flashcore.create_block_mask builds its BlockMask, and flex_attention with that BlockMask
+    evaluates it on partial blocks, fused; it may be combined with any score_mod."""
+    return JitMaskMod(body, captures)
 
 
 def jit_score_mod(body, **captures):
@@ -175,10 +236,12 @@ def _capture_type(name, value):
     return _POINTER_TYPES[dtype]
 
 
-def _capture_words(mod, device_index):
-    """The captures as the entry point takes them: one 64-bit word each, in signature order."""
+def _capture_words(mods, device_index):
+    """The captures of mods (None skipped) as the entry points take them: one 64-bit word each,
+    mod after mod, each in its signature order."""
     words = []
-    for name, (ctype, value) in mod.captures.items():
+    items = [item for mod in mods if mod is not None for item in mod.captures.items()]
+    for name, (ctype, value) in items:
         if ctype == "bool" or ctype == "int":
             words.append(int(value) & 0xFFFFFFFFFFFFFFFF)
         elif ctype == "float":
@@ -247,15 +310,21 @@ def _version():
         return "source"
 
 
-def cache_key(mod, dtype, head_dim, arch):
-    """The hex key of (snippet, captures' names and types, dtype, kernel head dim, arch, ABI,
-    flashcore version, kernel headers). head_dim is the kernel's (64 or 128)."""
-    memo = (dtype, head_dim, arch)
-    if memo in mod._keys:
-        return mod._keys[memo]
+_ATTENTION, _BLOCK_MASK = "attention", "block_mask"  # the two kinds of object
+
+
+def cache_key(mods, dtype, head_dim, arch, entry=_ATTENTION):
+    """The hex key of (the snippets, their captures' names and types, the entry point, dtype,
+    kernel head dim, arch, ABI, flashcore version, kernel headers). mods: a jit_score_mod, a
+    jit_mask_mod or a Program; head_dim is the kernel's (64 or 128); a block-mask object has no
+    dtype or head dim (None)."""
+    program = _program(mods)
+    memo = (tuple(m.token if m else None for m in program), entry, dtype, head_dim, arch)
+    if memo in _key_memo:
+        return _key_memo[memo]
     fields = {
-        "snippet": mod.body,
-        "captures": mod.signature(),
+        "mods": [[m.kind, m.body, m.signature()] if m else None for m in program],
+        "entry": entry,
         "dtype": dtype,
         "head_dim": head_dim,
         "arch": arch,
@@ -264,71 +333,14 @@ def cache_key(mod, dtype, head_dim, arch):
         "headers": _headers_hash(),
     }
     key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
-    mod._keys[memo] = key
+    _key_memo[memo] = key
     return key
 
 
-def generate_source(mod, dtype, head_dim):
-    """The .cu file of a score_mod: the functor, and the entry points of src/api/flex_functors.hpp."""
-    members = "\n".join(f"  {ctype} {name};" for name, ctype in mod.signature())
-    unpack = "\n".join(
-        f"  flashcore_unpack(captures[{i}], &mod.{name});"
-        for i, (name, _) in enumerate(mod.signature())
-    )
-    head = f"""// Generated by flashcore.jit_score_mod: a score_mod of the caller's own in the sm80 flex kernel.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <cstdint>
-#include <cstring>
-
-#include "api/flex_functors.hpp"
-#include "sm80/flex_kernel.cuh"
-#include "sm80/flex_view.hpp"
-
-namespace {{
-
-struct JitScoreMod {{
-{members}
-  __device__ float operator()(float score, int b, int h, int q_idx, int kv_idx) const {{
-"""
-    # Compiler messages about the snippet name score_mod:LINE, the rest this file's own lines.
-    after_body = head.count("\n") + mod.body.count("\n") + 4
-    return head + f"""#line 1 "score_mod"
-{mod.body}
-#line {after_body} "flashcore_jit.cu"
-  }}
-}};
-
-// A capture's 64-bit word: a pointer, an int64 of an int or bool, or a double of a float.
-template <typename T>
-void flashcore_unpack(uint64_t word, T** out) {{ std::memcpy(out, &word, sizeof(word)); }}
-void flashcore_unpack(uint64_t word, int* out) {{ *out = static_cast<int>(static_cast<int64_t>(word)); }}
-void flashcore_unpack(uint64_t word, bool* out) {{ *out = word != 0; }}
-void flashcore_unpack(uint64_t word, float* out) {{
-  double value;
-  std::memcpy(&value, &word, sizeof(value));
-  *out = static_cast<float>(value);
-}}
-
-}}  // namespace
-
-extern "C" __attribute__((visibility("default"))) int flashcore_jit_abi_version() {{
-  return flashcore::detail::kJitAbiVersion;
-}}
-
-// flashcore::detail::JitLaunchFn; the mask is the params' built-in one (window, documents,
-// prefix-LM), as in the library's own flex kernels.
-extern "C" __attribute__((visibility("default"))) int flashcore_jit_launch(
-    const flashcore::detail::Problem* problem, const uint64_t* captures, cudaStream_t stream) {{
-  JitScoreMod mod{{}};
-{unpack}
-  (void)captures;
-  using Traits = flashcore::sm80::FlexTile<{_ELEMENTS[dtype]}, {head_dim}>;
-  const auto fp = flashcore::sm80::flex_view(*problem, flashcore::sm80::builtin_mask(*problem), mod);
-  return static_cast<int>(flashcore::sm80::launch_flex_kernel<Traits>(fp, stream));
-}}
-"""
+def generate_source(mods, dtype, head_dim):
+    """The .cu file of an attention object for mods (a jit mod or a Program)."""
+    program = _program(mods)
+    return _jit_source.attention_source(program.mask, program.score, dtype, head_dim)
 
 
 def find_nvcc():
@@ -345,27 +357,49 @@ def find_nvcc():
     )
 
 
-def build(mod, dtype="float16", head_dim=64, arch=80):
-    """The path of mod's shared object for (dtype, kernel head dim 64/128, sm_<arch>), compiled
-    now unless the cache has it. Needs nvcc, not a GPU."""
+def build(mods, dtype="float16", head_dim=64, arch=80):
+    """The path of the attention object of mods (a jit mod or a Program) for (dtype, kernel head
+    dim 64/128, sm_<arch>), compiled now unless the cache has it; (path, compiled now). Needs
+    nvcc, not a GPU."""
     if dtype not in _ELEMENTS:
         raise ValueError(f"dtype {dtype!r}: the flex kernel runs float16 and bfloat16")
     if head_dim not in _KERNEL_HEAD_DIMS:
         raise ValueError(f"head_dim {head_dim}: the flex kernels are compiled for 64 and 128")
+    _check_arch(arch)
+    key = cache_key(mods, dtype, head_dim, int(arch))
+    what = " and ".join(m.kind for m in _program(mods) if m is not None)
+    return _compile(key, lambda: generate_source(mods, dtype, head_dim), arch, what)
+
+
+def build_block_mask(mask, arch=80):
+    """The path of a jit_mask_mod's create_block_mask object for sm_<arch>; (path, compiled
+    now)."""
+    if not isinstance(mask, JitMaskMod):
+        raise TypeError(f"build_block_mask takes a jit_mask_mod, got {type(mask).__name__}")
+    _check_arch(arch)
+    key = cache_key(mask, None, None, int(arch), _BLOCK_MASK)
+    return _compile(key, lambda: _jit_source.block_mask_source(mask), arch, "mask_mod")
+
+
+def _check_arch(arch):
     if int(arch) < 80:
         raise ValueError(f"sm_{arch}: the flex kernel needs sm_80 or newer")
-    key = cache_key(mod, dtype, head_dim, int(arch))
+
+
+def _compile(key, source_text, arch, what):
+    """Compiles source_text() into the object of key unless it is cached; what names the
+    snippets for a compile error."""
     directory = cache_dir()
-    target = directory / f"score_mod_{key}.so"
+    target = directory / f"jit_{key}.so"
     if target.is_file():
         return target, False
     directory.mkdir(parents=True, exist_ok=True)
-    source = directory / f"score_mod_{key}.cu"
-    source.write_text(generate_source(mod, dtype, head_dim))
+    source = directory / f"jit_{key}.cu"
+    source.write_text(source_text())
     include = _include_dir()
     # A per-process name, renamed into place: processes that compile one key at once each get a
     # whole object, and a reader never sees a partial one.
-    partial = directory / f"score_mod_{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+    partial = directory / f"jit_{key}.{os.getpid()}.{threading.get_ident()}.tmp"
     command = [
         find_nvcc(), "-std=c++17", "-O3", "--expt-relaxed-constexpr", "-shared",
         "-Xcompiler", "-fPIC,-fvisibility=hidden", f"-gencode=arch=compute_{arch},code=sm_{arch}",
@@ -377,8 +411,9 @@ def build(mod, dtype="float16", head_dim=64, arch=80):
     if result.returncode != 0:
         partial.unlink(missing_ok=True)
         raise JitCompileError(
-            f"nvcc could not compile the score_mod snippet (lines are numbered score_mod:LINE; the "
-            f"generated file is {source}):\n{result.stderr.strip() or result.stdout.strip()}"
+            f"nvcc could not compile the {what} snippet (its lines are numbered "
+            f"score_mod:LINE / mask_mod:LINE; the generated file is {source}):\n"
+            f"{result.stderr.strip() or result.stdout.strip()}"
         )
     os.replace(partial, target)
     _stats["compiles"] += 1
@@ -386,22 +421,28 @@ def build(mod, dtype="float16", head_dim=64, arch=80):
     return target, True
 
 
-def launcher(mod, dtype, head_dim, arch):
-    """The entry point's address for mod (compiled and loaded once per key)."""
-    key = cache_key(mod, dtype, head_dim, arch)
+def _load(key, build_object, entry_name):
+    """The address of entry_name in the object of key (built by build_object() when this process
+    has not loaded it)."""
     with _lock:
         if key in _loaded:
             _stats["memory_hits"] += 1
             return _loaded[key][1]
-        path, compiled = build(mod, dtype, head_dim, arch)
+        path, compiled = build_object()
         if not compiled:
             _stats["disk_hits"] += 1
         library = ctypes.CDLL(str(path))
         if library.flashcore_jit_abi_version() != _ABI_VERSION:
             raise RuntimeError(f"{path} was built for another flashcore; delete it and call again")
-        address = ctypes.cast(library.flashcore_jit_launch, ctypes.c_void_p).value
+        address = ctypes.cast(getattr(library, entry_name), ctypes.c_void_p).value
         _loaded[key] = (library, address)
         return address
+
+
+def launcher(mods, dtype, head_dim, arch):
+    """The attention entry point's address for mods (compiled and loaded once per key)."""
+    key = cache_key(mods, dtype, head_dim, arch)
+    return _load(key, lambda: build(mods, dtype, head_dim, arch), "flashcore_jit_launch")
 
 
 def kernel_head_dim(head_dim):
@@ -421,17 +462,28 @@ def _arch(device_index):
     return major * 10 + minor
 
 
-def run(mod, q, fields, run_native):
-    """Compiles or loads mod for q (torch, [B, S, H, D] view) and calls
-    run_native(address, captures, fp16, kernel head dim)."""
+def run(mods, q, fields, run_native):
+    """Compiles or loads the attention object of mods (a jit mod or a Program) for q (torch,
+    [B, S, H, D] view) and calls run_native(address, captures, fp16, kernel head dim)."""
+    program = _program(mods)
     if not getattr(q, "is_cuda", False):
+        kind = "score_mod" if program.score is not None else "mask_mod"
         raise TypeError(
-            f"q is a {type(q).__name__} on the host; a jit_score_mod runs on torch CUDA tensors"
+            f"q is a {type(q).__name__} on the host; a jit_{kind} runs on torch CUDA tensors"
         )
     dtype = str(q.dtype).replace("torch.", "")
     if dtype not in _ELEMENTS:
         raise TypeError(f"q has dtype {dtype}; the flex kernel takes float16 or bfloat16")
     head_dim = kernel_head_dim(q.shape[-1])
-    captures = _capture_words(mod, q.device.index)
-    address = launcher(mod, dtype, head_dim, _arch(q.device.index))
+    captures = _capture_words(program, q.device.index)
+    address = launcher(program, dtype, head_dim, _arch(q.device.index))
     return run_native(address, captures, dtype == "float16", head_dim)
+
+
+def block_mask(mask, device_index, run_native):
+    """Compiles or loads mask's create_block_mask object for the GPU and calls
+    run_native(address, captures)."""
+    arch = _arch(device_index)
+    key = cache_key(mask, None, None, arch, _BLOCK_MASK)
+    address = _load(key, lambda: build_block_mask(mask, arch), "flashcore_jit_block_mask")
+    return run_native(address, _capture_words([mask], device_index))

@@ -338,15 +338,17 @@ std::string attention(const Array& q, const Array& k, const Array& v, const Muta
   return info.provider;
 }
 
-// flashcore.jit_score_mod (python/flashcore/jit.py): the params as attention() makes them, with
-// the flex fields but no score_mod or softcap, checked by the library for the shared object's
-// (dtype, kernel head dim); then its entry point (detail::JitLaunchFn at `launch`) enqueues the
-// kernel with the captures' words.
-void jit_attention(std::uintptr_t launch, bool fp16, int64_t kernel_head_dim,
-                   const std::vector<uint64_t>& captures, const Array& q, const Array& k,
-                   const Array& v, const MutableArray& out, std::optional<MutableArray> lse,
-                   float softmax_scale, bool causal, int64_t window_left, int64_t window_right,
-                   std::uintptr_t stream, const std::optional<nb::dict>& flex) {
+// flashcore.jit_score_mod / jit_mask_mod (python/flashcore/jit.py): the params as attention()
+// makes them, with the flex fields but none of the parts the shared object replaces (its mask:
+// no window or built-in mask; its score_mod: no built-in score_mod or softcap), checked by the
+// library for the object's (dtype, kernel head dim); then its entry point (detail::JitLaunchFn at
+// `launch`) enqueues the kernel with the captures' words.
+void jit_attention(std::uintptr_t launch, bool replaces_mask, bool replaces_score, bool fp16,
+                   int64_t kernel_head_dim, const std::vector<uint64_t>& captures, const Array& q,
+                   const Array& k, const Array& v, const MutableArray& out,
+                   std::optional<MutableArray> lse, float softmax_scale, bool causal,
+                   int64_t window_left, int64_t window_right, std::uintptr_t stream,
+                   const std::optional<nb::dict>& flex) {
   if (launch == 0) throw nb::value_error("jit_attention needs a shared object's entry point");
   int device = 0;
   flashcore::AttentionParams params =
@@ -362,11 +364,11 @@ void jit_attention(std::uintptr_t launch, bool fp16, int64_t kernel_head_dim,
     flashcore::detail::Problem problem;
     status =
         flashcore::detail::prepare_functor_flex(params, dtype, static_cast<int>(kernel_head_dim),
-                                                {/*mask=*/false, /*score=*/true}, &problem);
+                                                {replaces_mask, replaces_score}, &problem);
     if (status.ok()) {
       status = flashcore::detail::launch_status(
           static_cast<cudaError_t>(entry(&problem, captures.data(), params.stream)),
-          "sm80 flex_fwd_kernel (jit_score_mod)");
+          "sm80 flex_fwd_kernel (jit mods)");
     }
   }
   flashcore_python::raise_status(status);
@@ -394,10 +396,11 @@ NB_MODULE(_flashcore, m) {
         "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a,
         "num_splits"_a, "tile"_a, "enable_pdl"_a, "flex"_a.none() = nb::none(),
         "Bytes of device workspace attention() needs for these arguments.");
-  m.def("jit_attention", &jit_attention, "launch"_a, "fp16"_a, "kernel_head_dim"_a, "captures"_a,
-        "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), "softmax_scale"_a, "causal"_a,
-        "window_left"_a, "window_right"_a, "stream"_a, "flex"_a.none() = nb::none(),
-        "Runs the flex kernel of a jit_score_mod's shared object (flashcore.jit).");
+  m.def("jit_attention", &jit_attention, "launch"_a, "replaces_mask"_a, "replaces_score"_a,
+        "fp16"_a, "kernel_head_dim"_a, "captures"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(),
+        "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a, "stream"_a,
+        "flex"_a.none() = nb::none(),
+        "Runs the flex kernel of a jit mods' shared object (flashcore.jit).");
   m.def("providers", &provider_names, "Names of the backends compiled into this build.");
   m.def("plug_unfused", &plug_unfused, "backend"_a,
         "Plugs the unfused baseline (flashcore._unfused) into this module's registry.");

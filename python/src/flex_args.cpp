@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "api/flex_functors.hpp"
+#include "common/launch_status.hpp"
 #include "flashcore/flex/block_mask.hpp"
 #include "flashcore/flex/block_mask_host.hpp"
 #include "flashcore/flex/create_block_mask.hpp"
@@ -165,11 +167,14 @@ namespace {
 // Builds the BlockMask of the built-in mask described by `mask` (window_left, window_right,
 // doc_ids_q, doc_ids_k, prefix_lengths or prefix_length) into `buffer` (a CUDA byte array of
 // flashcore_block_mask_bytes) on `stream`; returns the byte offsets of kv_num_blocks,
-// kv_indices, full_kv_num_blocks and full_kv_indices in it.
+// kv_indices, full_kv_num_blocks and full_kv_indices in it. With `jit_entry` (the
+// detail::JitBlockMaskFn of a jit_mask_mod's shared object, python/flashcore/jit.py) the mask is
+// that object's, with `captures`: the library checks and places the mask, the object launches.
 std::vector<int64_t> create_block_mask(nb::ndarray<> buffer, const nb::dict& mask, int64_t batch,
                                        int64_t heads, int64_t seqlen_q, int64_t seqlen_k,
                                        int64_t q_block_size, int64_t kv_block_size,
-                                       std::uintptr_t stream) {
+                                       std::uintptr_t stream, std::uintptr_t jit_entry,
+                                       const std::vector<uint64_t>& captures) {
   using nb::dlpack::dtype_code;
   const int device = buffer.device_id();
   if (buffer.device_type() != nb::device::cuda::value) fail("buffer must be a CUDA array");
@@ -204,8 +209,21 @@ std::vector<int64_t> create_block_mask(nb::ndarray<> buffer, const nb::dict& mas
       cudaGetLastError();
       status = {flashcore::StatusCode::kNoDevice, "cannot make the buffer's device current"};
     } else {
-      status = flashcore::flex::create_block_mask(m, shape, buffer.data(), buffer.nbytes(), &built,
-                                                  reinterpret_cast<cudaStream_t>(stream));
+      const auto cuda_stream = reinterpret_cast<cudaStream_t>(stream);
+      if (jit_entry == 0) {
+        status = flashcore::flex::create_block_mask(m, shape, buffer.data(), buffer.nbytes(),
+                                                    &built, cuda_stream);
+      } else {
+        flashcore::flex::detail::BlockMaskArrays arrays;
+        status = flashcore::flex::detail::prepare_block_mask(shape, buffer.data(), buffer.nbytes(),
+                                                             &built, &arrays);
+        if (status.ok()) {
+          const auto entry = reinterpret_cast<flashcore::detail::JitBlockMaskFn>(jit_entry);
+          status = flashcore::detail::launch_status(
+              static_cast<cudaError_t>(entry(&built, &arrays, captures.data(), cuda_stream)),
+              "create_block_mask (jit_mask_mod)");
+        }
+      }
       if (cudaSetDevice(previous) != cudaSuccess) cudaGetLastError();
     }
   }
@@ -236,7 +254,9 @@ void bind_flex(nb::module_& m) {
         "Bytes of the buffer create_block_mask writes a BlockMask of this shape into.");
   m.def("create_block_mask", &create_block_mask, "buffer"_a, "mask"_a, "batch"_a, "heads"_a,
         "seqlen_q"_a, "seqlen_k"_a, "q_block_size"_a, "kv_block_size"_a, "stream"_a,
-        "Builds a built-in mask's BlockMask into buffer in one launch; returns the arrays' byte "
+        "jit_entry"_a = 0, "captures"_a = std::vector<uint64_t>{},
+        "Builds a built-in mask's (or a jit_mask_mod's) BlockMask into buffer in one launch; "
+        "returns the arrays' byte "
         "offsets (kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices).");
 }
 

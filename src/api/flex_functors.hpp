@@ -10,6 +10,7 @@
 
 #include "common/problem.hpp"
 #include "flashcore/attention.hpp"
+#include "flashcore/flex/block_mask.hpp"
 
 namespace flashcore::detail {
 
@@ -27,12 +28,19 @@ struct FunctorMods {
 Status prepare_functor_flex(const AttentionParams& params, DType dtype, int head_dim,
                             FunctorMods mods, Problem* problem);
 
-// The C entry point of a shared object that flashcore.jit_score_mod compiles: launches its flex
-// kernel for a problem that prepare_functor_flex accepted, with the snippet's captures (one
-// 64-bit word each, in the order of their declaration), and returns the launch's cudaError_t.
-// kJitAbiVersion changes whenever Problem or this signature does; it is part of the JIT cache key
-// and the shared object reports it (flashcore_jit_abi_version), so a stale one is never called.
+// The C entry point of a shared object that flashcore.jit_score_mod / jit_mask_mod compile:
+// launches its flex kernel for a problem that prepare_functor_flex accepted, with the snippet's
+// captures (one 64-bit word each, in the order of their declaration), and returns the launch's
+// cudaError_t. kJitAbiVersion changes whenever Problem or this signature does; it is part of the
+// JIT cache key and the shared object reports it (flashcore_jit_abi_version), so a stale one is
+// never called.
 using JitLaunchFn = int (*)(const Problem* problem, const uint64_t* captures, cudaStream_t stream);
-inline constexpr int kJitAbiVersion = 1;
+// The second entry point of a jit_mask_mod's shared object: enqueues create_block_mask's builder
+// for its mask into a BlockMask the library placed (flex::detail::prepare_block_mask), with the
+// mask's captures; returns the launch's cudaError_t.
+using JitBlockMaskFn = int (*)(const flex::BlockMask* out,
+                               const flex::detail::BlockMaskArrays* arrays,
+                               const uint64_t* captures, cudaStream_t stream);
+inline constexpr int kJitAbiVersion = 2;
 
 }  // namespace flashcore::detail

@@ -1,4 +1,4 @@
-"""flashcore.jit_score_mod without a GPU and without torch: the snippet's and captures' checks, the
+"""flashcore.jit_score_mod and jit_mask_mod without a GPU and without torch: the snippets' and captures' checks, the
 cache key (stable across processes, blind to captured values), the generated source, and with
 nvcc: a compile error raised with the compiler's message, and a snippet compiled once into a
 shared object that the second build finds in the cache."""
@@ -195,9 +195,76 @@ def test_compiles_once_then_hits_the_cache(cache):
     assert compiled and path.parent == cache and jit.stats()["compiles"] == compiles + 1
     assert jit.stats()["last_compile_s"] > 0
     library = ctypes.CDLL(str(path))
-    assert library.flashcore_jit_abi_version() == 1
+    assert library.flashcore_jit_abi_version() == jit._ABI_VERSION
     assert library.flashcore_jit_launch  # the entry point is exported
     again, compiled = jit.build(jit.JitScoreMod(mod.body, {"bias": 1.5, "on": False,
                                                            "scale_h": FakeTensor()}),
                                 "bfloat16", 64, 80)
     assert again == path and not compiled and jit.stats()["compiles"] == compiles + 1
+
+
+DILATED = "return kv_idx <= q_idx && (q_idx - kv_idx) % step == 0;"
+
+
+@pytest.mark.parametrize(
+    "body, error, message",
+    [
+        (None, TypeError, r"the mask_mod snippet must be a str"),
+        ("", ValueError, r"the mask_mod snippet is empty; write e.g. 'return kv_idx <= q_idx;'"),
+        ("kv_idx <= q_idx;", ValueError, r"returns whether q_idx sees kv_idx"),
+    ],
+)
+def test_mask_snippet_errors(body, error, message):
+    with pytest.raises(error, match=message):
+        flashcore.jit_mask_mod(body)
+
+
+def test_a_jit_mask_mod_goes_to_create_block_mask():
+    mask = flashcore.jit_mask_mod(DILATED, step=3)
+    with pytest.raises(TypeError, match=r"runs only inside flashcore's kernels"):
+        mask(0, 0, 0, 0)
+    q = np.zeros((1, 2, 16, 64), np.float16)
+    with pytest.raises(TypeError, match=r"score_mod is a jit_mask_mod; pass it to create_block_mask"):
+        flashcore.flex_attention(q, q, q, score_mod=mask)
+
+
+def test_cache_keys_of_masks_scores_and_their_programs_differ():
+    mask = flashcore.jit_mask_mod("return score > 0;")
+    score = flashcore.jit_score_mod("return score > 0;")  # the same text, another operator
+    both = jit.Program(mask, score)
+    keys = {jit.cache_key(m, "float16", 64, 90) for m in (mask, score, both)}
+    keys.add(jit.cache_key(mask, None, None, 90, "block_mask"))
+    assert len(keys) == 4
+    assert jit.cache_key(jit.Program(mask, None), "float16", 64, 90) == jit.cache_key(
+        mask, "float16", 64, 90)
+
+
+def test_generated_sources_of_a_mask():
+    mask = jit.JitMaskMod(DILATED, {"step": 3, "ids": FakeTensor("torch.int32")})
+    score = jit.JitScoreMod(BIAS, {"bias": FakeTensor()})
+    source = jit.generate_source(jit.Program(mask, score), "float16", 64)
+    lines = source.split("\n")
+    assert lines[lines.index('#line 1 "mask_mod"') + 1] == DILATED
+    assert "  __device__ bool operator()(int b, int h, int q_idx, int kv_idx) const {" in lines
+    # The mask's captures come first (ids, step), then the score_mod's (bias).
+    assert "  flashcore_unpack(captures[0], &mask_mod.ids);" in lines
+    assert "  flashcore_unpack(captures[1], &mask_mod.step);" in lines
+    assert "  flashcore_unpack(captures[2], &score_mod.bias);" in lines
+    alone = jit.generate_source(mask, "float16", 64)
+    assert "builtin_score_mod(*problem)" in alone and "builtin_mask" not in alone
+    builder = jit._jit_source.block_mask_source(mask)
+    assert "flashcore_jit_block_mask" in builder and "launch_block_mask_builder" in builder
+    assert "flashcore_jit_launch" not in builder
+
+
+def test_a_mask_and_its_block_mask_builder_compile(cache):
+    nvcc_or_skip()
+    mask = flashcore.jit_mask_mod(DILATED, step=3)
+    score = flashcore.jit_score_mod(BIAS, bias=FakeTensor())
+    path, compiled = jit.build(jit.Program(mask, score), "bfloat16", 64, 80)
+    assert compiled and ctypes.CDLL(str(path)).flashcore_jit_launch
+    builder, compiled = jit.build_block_mask(mask, 80)
+    library = ctypes.CDLL(str(builder))
+    assert compiled and library.flashcore_jit_abi_version() == jit._ABI_VERSION
+    assert library.flashcore_jit_block_mask
+    assert jit.build_block_mask(jit.JitMaskMod(DILATED, {"step": 5}), 80) == (builder, False)

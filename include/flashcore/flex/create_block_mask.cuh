@@ -112,6 +112,21 @@ __global__ void __launch_bounds__(kBuilderThreads)
   }
 }
 
+// Enqueues the builder for a BlockMask that prepare_block_mask placed (out, arrays); returns the
+// launch's error. create_block_mask below, and the shared objects of flashcore.jit_mask_mod (which
+// link no library code, so the library prepares the mask and they only launch), both call it.
+template <typename Mask>
+cudaError_t launch_block_mask_builder(const Mask& mask_mod, const BlockMask& out,
+                                      const BlockMaskArrays& arrays, cudaStream_t stream) {
+  // One CTA per row (b, h, query block); validate_block_mask_shape bounded the rows by 2^31 - 1,
+  // the grid's x limit. Computed here, not by the library's block_mask_sizes: a shared object of
+  // flashcore.jit links no library code.
+  const int64_t rows = out.batch * out.heads * out.num_q_blocks();
+  create_block_mask_kernel<Mask>
+      <<<static_cast<unsigned>(rows), kBuilderThreads, 0, stream>>>(mask_mod, out, arrays);
+  return cudaGetLastError();
+}
+
 }  // namespace detail
 
 // Builds the BlockMask of mask_mod for shape (batch, heads, seqlen_q, seqlen_k, block sizes; its
@@ -127,11 +142,8 @@ Status create_block_mask(const Mask& mask_mod, const BlockMask& shape, void* buf
   if (Status s = detail::prepare_block_mask(shape, buffer, buffer_bytes, out, &arrays); !s.ok()) {
     return s;
   }
-  // validate_block_mask_shape bounded the rows by 2^31 - 1, the grid's x limit.
-  const int64_t rows = block_mask_sizes(*out).counts;
-  detail::create_block_mask_kernel<Mask>
-      <<<static_cast<unsigned>(rows), detail::kBuilderThreads, 0, stream>>>(mask_mod, *out, arrays);
-  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) {
+  if (const cudaError_t err = detail::launch_block_mask_builder(mask_mod, *out, arrays, stream);
+      err != cudaSuccess) {
     return {StatusCode::kCudaError,
             std::string("create_block_mask launch failed: ") + cudaGetErrorString(err)};
   }
