@@ -45,10 +45,19 @@ struct BackwardParams {
   // in a fixed order (a semaphore per query block), so dQ, dK and dV are bitwise identical run to
   // run, at a cost docs/backward.md states. dK and dV are deterministic either way.
   bool deterministic = false;
+
+  // Which backward runs: kAuto the sm90 one (wgmma, TMA; sm_90a) where it implements the problem,
+  // else the sm80 one (mma.sync; every sm_80+ GPU). kSm90 or kSm80 runs that one or fails with
+  // kUnsupported and its reason; the other backends have no backward.
+  Backend backend = Backend::kAuto;
 };
 
 // Checks every argument and the device without launching anything.
 Status can_implement_backward(const BackwardParams& params);
+
+// The backward kAuto (or the named backend) runs for these params on the current device; kAuto
+// when none implements them (can_implement_backward() says why).
+Backend resolve_backward_backend(const BackwardParams& params);
 
 // Bytes of workspace run_backward() needs: fp32 dQ accumulators, the per-row D = rowsum(dO * O)
 // and LSE, and the semaphores of deterministic mode; O(B * Hq * Sq * D), linear in Sq. 0 when the

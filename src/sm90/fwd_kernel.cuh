@@ -16,6 +16,7 @@
 #include "sm90/mainloop_mma.hpp"
 #include "sm90/named_barriers.hpp"
 #include "sm90/tile_scheduler.hpp"
+#include "sm90/wgmma.hpp"
 
 namespace flashcore::sm90 {
 
@@ -27,19 +28,6 @@ struct Variant {
   static constexpr bool kPingpong = kPingpong_;
   static constexpr bool kIntraOverlap = kIntraOverlap_;
 };
-
-// One TMA ring's parameters: the producer warpgroup fills it, every consumer thread releases it.
-template <typename Pipeline>
-__device__ __forceinline__ typename Pipeline::Params tma_pipeline_params(
-    bool is_producer, uint32_t consumer_threads, uint32_t transaction_bytes) {
-  typename Pipeline::Params params;
-  params.role =
-      is_producer ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
-  params.is_leader = threadIdx.x == 0;
-  params.num_consumers = consumer_threads;
-  params.transaction_bytes = transaction_bytes;
-  return params;
-}
 
 template <typename Traits, typename Variant>
 __global__ void __launch_bounds__(Traits::kThreads, 1)

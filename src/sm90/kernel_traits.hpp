@@ -20,30 +20,11 @@
 #include "sm90/tile_scheduler.hpp"
 #include "sm90/tile_table.hpp"
 #include "sm90/tuned_tiles.hpp"
+#include "sm90/wgmma.hpp"
 
 namespace flashcore::sm90 {
 
 using namespace cute;
-
-// Where register i of a consumer thread's m64nN wgmma accumulator sits in the 128-row tile: row
-// row0 + 8 * ((i / 2) % 2), column col0 + 8 * (i / 4) + i % 2 (PTX ISA, wgmma D fragment layout,
-// the same per warp as mma.sync's m16n8 C fragment). Computed from the thread index instead of a
-// partitioned identity tensor, whose per-register coordinates the compiler hoists out of the loops
-// and keeps live (128 registers for a 64 x 128 tile, which spilled).
-struct AccumulatorCoords {
-  int row0;
-  int col0;
-
-  __device__ __forceinline__ static AccumulatorCoords of(int consumer_thread) {
-    const int lane = consumer_thread % 32;
-    const int warp = consumer_thread / 32;  // 0..7 over both consumer warpgroups, 16 rows each
-    return {warp * 16 + lane / 4, 2 * (lane % 4)};
-  }
-  __device__ __forceinline__ static constexpr int row_offset(int i) { return 8 * ((i / 2) % 2); }
-  __device__ __forceinline__ static constexpr int col_offset(int i) { return 8 * (i / 4) + i % 2; }
-  __device__ __forceinline__ int row(int i) const { return row0 + row_offset(i); }
-  __device__ __forceinline__ int col(int i) const { return col0 + col_offset(i); }
-};
 
 // Register budgets after setmaxnreg (sm_90a). A CTA of n warpgroups is launched with
 // 65536 / (128 n) registers per thread (rounded down to a multiple of 8); setmaxnreg moves them

@@ -19,31 +19,9 @@
 #include "sm90/kernel_traits.hpp"
 #include "sm90/named_barriers.hpp"
 #include "sm90/tile_scheduler.hpp"
+#include "sm90/wgmma.hpp"
 
 namespace flashcore::sm90 {
-
-// Issues one warpgroup GEMM over the whole K extent of its operands and commits it as one batch;
-// the caller waits with warpgroup_wait<N>. The fences keep the compiler from moving register reads
-// or writes of the accumulators (and of a register A operand) across the asynchronous MMA.
-template <bool kZeroInit, typename TiledMma, typename TensorA, typename TensorB, typename TensorC>
-__device__ __forceinline__ void issue_gemm(TiledMma& mma, const TensorA& a, const TensorB& b,
-                                           TensorC& c) {
-  // A in shared memory comes as wgmma descriptors; anything else is a register operand.
-  constexpr bool kRegisterA =
-      !cute::is_same_v<typename TensorA::engine_type::iterator, GMMA::DescriptorIterator>;
-  if constexpr (kRegisterA) warpgroup_fence_operand(const_cast<TensorA&>(a));
-  warpgroup_fence_operand(c);
-  warpgroup_arrive();
-  mma.accumulate_ = kZeroInit ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
-  CUTLASS_PRAGMA_UNROLL
-  for (int k = 0; k < size<2>(a); ++k) {
-    cute::gemm(mma, a(_, _, k), b(_, _, k), c);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
-  warpgroup_fence_operand(c);
-  if constexpr (kRegisterA) warpgroup_fence_operand(const_cast<TensorA&>(a));
-}
 
 template <typename Traits, typename Variant>
 struct MainloopMma {

@@ -26,4 +26,22 @@ __device__ __forceinline__ uint32_t barrier_id(NamedBarrierId id, int offset = 0
   return static_cast<uint32_t>(id) + static_cast<uint32_t>(offset);
 }
 
+// The backward kernel's (bwd_kernel.cuh), a kernel of its own, so its ids start over.
+enum class BwdBarrierId : uint32_t {
+  // Both consumer warpgroups stored their dS^T halves: dQ = dS K may read all of dS.
+  kDsReady = 0,
+  // The consumers staged a step's dQ in shared memory / the dQ writer warp has read it out.
+  kDqFull = 1,
+  kDqEmpty = 2,
+  kEnd = 3,
+};
+static_assert(static_cast<uint32_t>(BwdBarrierId::kEnd) +
+                      cutlass::arch::NamedBarrier::ReservedNamedBarrierCount <=
+                  cutlass::arch::NamedBarrier::HardwareMaxNumNamedBarriers,
+              "the hardware has 16 named barriers, CUTLASS reserves the first ones");
+
+__device__ __forceinline__ uint32_t barrier_id(BwdBarrierId id) {
+  return static_cast<uint32_t>(id);
+}
+
 }  // namespace flashcore::sm90

@@ -12,6 +12,7 @@
 #include "flashcore/backward.hpp"
 #include "flashcore/flashcore.h"
 #include "sm80/sm80_bwd.hpp"
+#include "sm90/sm90_bwd.hpp"
 
 namespace flashcore {
 namespace {
@@ -139,6 +140,35 @@ TEST(BackwardValidation, Sm80BackwardSaysWhichHeadDimsItHas) {
             "");
 }
 
+// The sm90 backward's refusals: each feature it leaves to the sm80 backward, named. A build without
+// 90a refuses everything as "not in this build".
+TEST(BackwardValidation, Sm90BackwardSaysWhatItLeavesToSm80) {
+  cudaDeviceProp h100{};
+  h100.major = 9;
+  h100.sharedMemPerBlockOptin = 227 * 1024;
+  auto rejects = [&](const BackwardParams& p, const cudaDeviceProp& device) {
+    return std::string(detail::sm90_backward_rejects(detail::make_backward_problem(p), device));
+  };
+  const BackwardParams plain = valid_params();
+  const std::string plain_why = rejects(plain, h100);
+  if (plain_why.find("not in this build") != std::string::npos) {
+    GTEST_SKIP() << "this build has no sm90 kernels: " << plain_why;
+  }
+  EXPECT_EQ(plain_why, "");
+  BackwardParams p = plain;
+  p.softcap = 5.f;
+  EXPECT_NE(rejects(p, h100).find("softcap"), std::string::npos) << rejects(p, h100);
+  p = plain;
+  p.deterministic = true;
+  EXPECT_NE(rejects(p, h100).find("deterministic"), std::string::npos) << rejects(p, h100);
+  p = plain;
+  p.head_dim = 256;
+  EXPECT_NE(rejects(p, h100).find("head_dim 64 and 128"), std::string::npos) << rejects(p, h100);
+  cudaDeviceProp a100 = h100;
+  a100.major = 8;
+  EXPECT_NE(rejects(plain, a100).find("sm_90"), std::string::npos) << rejects(plain, a100);
+}
+
 TEST(BackwardValidation, WorkspaceGrowsLinearlyInSeqlenQ) {
   BackwardParams p = valid_params();
   p.seqlen_q = 4096;
@@ -150,6 +180,9 @@ TEST(BackwardValidation, WorkspaceGrowsLinearlyInSeqlenQ) {
   EXPECT_EQ(two, 2 * one);
   p.deterministic = true;  // plus one semaphore per 64-row query block
   EXPECT_GT(detail::sm80_backward_workspace_bytes(detail::make_backward_problem(p)), two);
+  // The sm90 backward's rows are padded to its query block (64 at hd128): the same bytes here.
+  p.deterministic = false;
+  EXPECT_EQ(detail::sm90_backward_workspace_bytes(detail::make_backward_problem(p)), two);
 }
 
 TEST(BackwardCApi, ReportsErrorsWithMessages) {

@@ -1,9 +1,12 @@
-// The backward (run_backward, the sm80 kernels) against the float64 reference: dQ, dK and dV within
-// the forward's parity tolerance (rel L2 5e-3 fp16, 1e-2 bf16), every element written (poisoned
-// before, padding untouched after), NaN never passing, fully masked rows and unseen keys exactly
-// zero, and deterministic mode bitwise identical run to run.
+// The backward (run_backward; each case on the sm80 and on the sm90 backward) against the float64
+// reference: dQ, dK and dV within the forward's parity tolerance (rel L2 5e-3 fp16, 1e-2 bf16),
+// every element written (poisoned before, padding untouched after), NaN never passing, fully
+// masked rows and unseen keys exactly zero, and deterministic mode bitwise identical run to run.
+// What the sm90 backward does not implement (softcap, deterministic mode) it must refuse with its
+// reason, and kAuto must then run the sm80 one.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "flashcore/backward.hpp"
@@ -25,11 +28,40 @@ BackwardCase make_case(DType dtype, int64_t head_dim, int64_t sq, int64_t sk, in
   return c;
 }
 
+bool on_sm90() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  return major == 9 && minor == 0;
+}
+
+// The features the sm90 backward leaves to the sm80 one.
+bool sm90_refuses(const BackwardCase& c) { return c.shape.softcap > 0.f || c.deterministic; }
+
 // Runs the case's backward on poisoned gradients and checks them against the reference.
 void check_backward(const BackwardCase& c) {
   BackwardData data(c);
   SCOPED_TRACE("seed " + std::to_string(data.seed()));
   ASSERT_TRUE(data.forward_status().ok()) << "forward: " << data.forward_status().message;
+  if (c.backend == Backend::kSm90) {
+    if (!on_sm90()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU";
+    if (sm90_refuses(c)) {
+      const Status refused = can_implement_backward(data.params());
+      EXPECT_EQ(refused.code, StatusCode::kUnsupported) << refused.message;
+      EXPECT_NE(refused.message.find(c.deterministic ? "deterministic" : "softcap"),
+                std::string::npos)
+          << refused.message;
+      BackwardParams automatic = data.params();
+      automatic.backend = Backend::kAuto;
+      EXPECT_EQ(resolve_backward_backend(automatic), Backend::kSm80);
+      return;
+    }
+    BackwardParams automatic = data.params();
+    automatic.backend = Backend::kAuto;
+    EXPECT_EQ(resolve_backward_backend(automatic), Backend::kSm90)
+        << "kAuto must pick the sm90 backward where it implements the problem";
+  }
   data.poison_gradients();
   const Status s = run_backward(data.params(), nullptr, 0, nullptr);
   ASSERT_TRUE(s.ok()) << s.message;
@@ -53,7 +85,7 @@ TEST_P(BackwardTest, MatchesFloat64Reference) {
   check_backward(GetParam());
 }
 
-std::vector<BackwardCase> backward_cases() {
+std::vector<BackwardCase> backward_cases_of(Backend backend) {
   std::vector<BackwardCase> cases;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
     for (int64_t d : {64, 128}) {
@@ -100,8 +132,22 @@ std::vector<BackwardCase> backward_cases() {
       det.shape.causal = true;
       det.deterministic = true;
       cases.push_back(det);
+      // Many query blocks per key block, a ragged tail and GQA: the sm90 walk's ring and dQ
+      // staging reused across steps and heads.
+      BackwardCase long_gqa = make_case(dtype, d, 1531, 1531, 4, 2);
+      cases.push_back(long_gqa);
+      BackwardCase long_causal = long_gqa;
+      long_causal.shape.causal = true;
+      cases.push_back(long_causal);
     }
   }
+  for (BackwardCase& c : cases) c.backend = backend;
+  return cases;
+}
+
+std::vector<BackwardCase> backward_cases() {
+  std::vector<BackwardCase> cases = backward_cases_of(Backend::kSm80);
+  for (const BackwardCase& c : backward_cases_of(Backend::kSm90)) cases.push_back(c);
   return cases;
 }
 

@@ -146,13 +146,15 @@ bool time_shape(const Shape& s) {
   CHECK_CUDA(cudaDeviceSynchronize());
   const double fwd_flops = 4.0 * B * Hq * S * S * D * (s.causal ? 0.5 : 1.0);
   std::printf(
-      "B%lld Hq%lld Hkv%lld S%lld D%lld %s%s%s | fwd %.3f ms (%s) | bwd %.3f ms %.1f TFLOP/s | "
-      "fwd+bwd %.3f ms | workspace %.1f MiB\n",
+      "B%lld Hq%lld Hkv%lld S%lld D%lld %s%s%s | fwd %.3f ms (%s) | bwd %.3f ms %.1f TFLOP/s "
+      "(%s) | fwd+bwd %.3f ms | workspace %.1f MiB\n",
       static_cast<long long>(B), static_cast<long long>(Hq), static_cast<long long>(Hkv),
       static_cast<long long>(S), static_cast<long long>(D),
       s.dtype == flashcore::DType::kBFloat16 ? "bf16" : "fp16", s.causal ? " causal" : "",
       s.deterministic ? " deterministic" : "", fwd_ms, info.provider, bwd_ms,
-      2.5 * fwd_flops / (bwd_ms * 1e-3) / 1e12, fwd_ms + bwd_ms, workspace_bytes / 1048576.0);
+      2.5 * fwd_flops / (bwd_ms * 1e-3) / 1e12,
+      flashcore::backend_name(flashcore::resolve_backward_backend(b)), fwd_ms + bwd_ms,
+      workspace_bytes / 1048576.0);
   for (void* p : {q, k, v, o, d_o, dq, dk, dv, lse, workspace}) CHECK_CUDA(cudaFree(p));
   return ok;
 }

@@ -28,7 +28,8 @@ double rel_l2(const std::vector<double>& out, const std::vector<double>& ref, in
 }  // namespace
 
 std::string BackwardCase::name() const {
-  return shape.name() + (deterministic ? "_deterministic" : "");
+  return shape.name() + (deterministic ? "_deterministic" : "") +
+         (backend == Backend::kAuto ? "" : std::string("_") + backend_name(backend));
 }
 
 BackwardData::BackwardData(const BackwardCase& c) : c_(c), seed_(std::random_device{}()) {
@@ -78,6 +79,7 @@ BackwardParams BackwardData::params() const {
   p.window_right = s.window_right;
   p.softcap = s.softcap;
   p.deterministic = c_.deterministic;
+  p.backend = c_.backend;
   return p;
 }
 

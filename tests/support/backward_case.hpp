@@ -15,6 +15,7 @@ namespace flashcore::testing {
 struct BackwardCase {
   AttentionCase shape;  // sizes, dtype, masks, softcap, scale and layout of every tensor
   bool deterministic = false;
+  Backend backend = Backend::kAuto;  // BackwardParams::backend
 
   std::string name() const;
 };

@@ -16,14 +16,24 @@ ParityGate gradient_gate(const BackwardData& data, cudaStream_t stream) {
           "max rel L2 of dQ, dK, dV", "gradients"};
 }
 
+// The workload's backend ("auto", "sm90", "sm80") on set's params.
+BackwardParams params_for(const Target& t, const BackwardData& data, int set) {
+  BackwardParams p = data.params(set);
+  Backend backend = Backend::kAuto;
+  parse_backend(t.workload->backend, &backend);
+  p.backend = backend;
+  return p;
+}
+
 Result library_backward(const Target& t, Result r, const BackwardData& data,
                         const TimingConfig& timing, bool profiled, cudaStream_t stream) {
-  const BackwardParams p = data.params(0);
+  const BackwardParams p = params_for(t, data, 0);
   if (const Status status = can_implement_backward(p); !status.ok()) {
     r.outcome = status.code == StatusCode::kUnsupported ? Outcome::kSkipped : Outcome::kFailed;
     r.reason = status.message;
     return r;
   }
+  r.provider = backend_name(resolve_backward_backend(p));
   const size_t workspace_bytes = backward_workspace_bytes(p);
   void* workspace = nullptr;
   if (cudaMalloc(&workspace, workspace_bytes) != cudaSuccess) {
@@ -34,7 +44,8 @@ Result library_backward(const Target& t, Result r, const BackwardData& data,
     return r;
   }
   const Launch launch = [&](int set, std::string* error) {
-    const Status status = run_backward(data.params(set), workspace, workspace_bytes, stream);
+    const Status status =
+        run_backward(params_for(t, data, set), workspace, workspace_bytes, stream);
     if (!status.ok()) *error = status.message;
     return status.ok();
   };
@@ -66,8 +77,8 @@ Result run_backward_target(const Target& t, const BackwardData& data, const Timi
   r.workload = t.workload->name;
   r.role = t.workload->role;
   r.requested_backend = t.workload->backend;
-  // The sm80 backward is flashcore's only backward provider (docs/backward.md).
-  r.provider = t.workload->engine == Engine::kCudnnBackward ? "cudnn" : "sm80";
+  // flashcore's provider is the backward that ran (library_backward names it).
+  r.provider = t.workload->engine == Engine::kCudnnBackward ? "cudnn" : t.workload->backend;
   r.c = data.get_case();
   return t.workload->engine == Engine::kCudnnBackward
              ? cudnn_backward(t, r, data, timing, profiled, stream)

@@ -119,8 +119,12 @@ const std::vector<Chapter>& table() {
         {"optimized", "best fused provider on this GPU (auto)", "optimized", Engine::kLibrary,
          "auto", MaskRule::kFromCase},
         {"backward",
-         "the backward pass (dQ, dK, dV; sm80: FlashAttention-2's schedule on mma.sync) on "
+         "the backward pass (dQ, dK, dV; auto: sm90's wgmma backward on H100, else sm80's) on "
          "training shapes, against cuDNN's backward",
+         "step", Engine::kLibraryBackward, "auto", MaskRule::kFromCase, backward_cases,
+         /*named_only=*/true},
+        {"backward_sm80",
+         "the sm80 backward (FlashAttention-2's schedule on mma.sync) on the backward's cases",
          "step", Engine::kLibraryBackward, "sm80", MaskRule::kFromCase, backward_cases,
          /*named_only=*/true}},
        flashcore_cases},

@@ -1,0 +1,105 @@
+// The backward's workspace and the kernel view of a problem (sm80::BwdParams), shared by the sm80
+// and sm90 backwards: both run the same preprocess (bwd_preprocess.cuh) and dQ convert
+// (bwd_convert.cuh) kernels around their main kernel, so they lay the workspace out alike and
+// differ only in the query block its rows are padded to and the key block of the grid.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/backward_problem.hpp"
+#include "common/query_view.hpp"
+#include "common/score_scaling.hpp"
+#include "sm80/bwd_params.hpp"
+
+namespace flashcore::detail {
+
+// Workspace arrays start on this boundary (16-byte cp.async, float4 and TMA bulk copies need 16).
+inline constexpr size_t kWorkspaceAlign = 256;
+
+inline size_t align_up(size_t bytes) {
+  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
+
+// Where the workspace arrays of BwdParams lie, in bytes from its start.
+struct WorkspaceLayout {
+  int64_t seqlen_q_rounded;
+  int64_t num_m_blocks;
+  size_t dq_accum, lse_log2, delta, semaphore;
+  size_t total;
+};
+inline WorkspaceLayout workspace_layout(const BackwardProblem& problem, int block_m) {
+  const BackwardParams& a = problem.params;
+  WorkspaceLayout w{};
+  w.num_m_blocks = (a.seqlen_q + block_m - 1) / block_m;
+  w.seqlen_q_rounded = w.num_m_blocks * block_m;
+  const size_t rows = static_cast<size_t>(a.batch * a.heads_q * w.seqlen_q_rounded);
+  w.dq_accum = 0;
+  w.lse_log2 = align_up(rows * static_cast<size_t>(a.head_dim) * sizeof(float));
+  w.delta = w.lse_log2 + align_up(rows * sizeof(float));
+  w.semaphore = w.delta + align_up(rows * sizeof(float));
+  const size_t semaphores =
+      a.deterministic ? static_cast<size_t>(a.batch * a.heads_q * w.num_m_blocks) : 0;
+  w.total = w.semaphore + align_up(semaphores * sizeof(int));
+  return w;
+}
+
+// The kernels' view of problem with its workspace: rows padded to block_m, key blocks of block_n.
+inline sm80::BwdParams backward_kernel_view(const BackwardProblem& problem, void* workspace,
+                                            int block_m, int block_n) {
+  const BackwardParams& a = problem.params;
+  const WorkspaceLayout w = workspace_layout(problem, block_m);
+  char* base = static_cast<char*>(workspace);
+  sm80::BwdParams p{};
+  p.q = a.q.data;
+  p.k = a.k.data;
+  p.v = a.v.data;
+  p.o = a.o.data;
+  p.d_o = a.d_o.data;
+  p.lse = a.lse;
+  p.dq = a.dq.data;
+  p.dk = a.dk.data;
+  p.dv = a.dv.data;
+  auto strides = [](const Strides& s, int64_t* batch, int64_t* seq, int64_t* head) {
+    *batch = s.batch;
+    *seq = s.seq;
+    *head = s.head;
+  };
+  strides(a.q.strides, &p.q_batch, &p.q_seq, &p.q_head);
+  strides(a.k.strides, &p.k_batch, &p.k_seq, &p.k_head);
+  strides(a.v.strides, &p.v_batch, &p.v_seq, &p.v_head);
+  strides(a.o.strides, &p.o_batch, &p.o_seq, &p.o_head);
+  strides(a.d_o.strides, &p.do_batch, &p.do_seq, &p.do_head);
+  strides(a.dq.strides, &p.dq_batch, &p.dq_seq, &p.dq_head);
+  strides(a.dk.strides, &p.dk_batch, &p.dk_seq, &p.dk_head);
+  strides(a.dv.strides, &p.dv_batch, &p.dv_seq, &p.dv_head);
+  p.dq_accum = reinterpret_cast<float*>(base + w.dq_accum);
+  p.lse_log2 = reinterpret_cast<float*>(base + w.lse_log2);
+  p.delta = reinterpret_cast<float*>(base + w.delta);
+  p.dq_semaphore = a.deterministic ? reinterpret_cast<int*>(base + w.semaphore) : nullptr;
+  p.batch = static_cast<int>(a.batch);
+  p.heads_q = static_cast<int>(a.heads_q);
+  p.heads_kv = static_cast<int>(a.heads_kv);
+  p.kv_group = static_cast<int>(problem.group());
+  p.seqlen_q = static_cast<int>(a.seqlen_q);
+  p.seqlen_k = static_cast<int>(a.seqlen_k);
+  p.seqlen_q_rounded = static_cast<int>(w.seqlen_q_rounded);
+  p.num_m_blocks = static_cast<int>(w.num_m_blocks);
+  p.num_n_blocks = static_cast<int>((a.seqlen_k + block_n - 1) / block_n);
+  p.mask = WindowMask<int>{p.seqlen_q, p.seqlen_k, clamp_window(problem.mask.left, a.seqlen_k),
+                           clamp_window(problem.mask.right, a.seqlen_q)};
+  // The forward's score scaling (common/score_scaling.hpp), so that P is recomputed exactly as
+  // the forward computed it.
+  Problem forward{};
+  forward.scale = problem.scale;
+  forward.softcap = problem.softcap;
+  const ScoreScaling scaling = score_scaling(forward);
+  p.scale = scaling.scale;
+  p.scale_log2 = scaling.scale_log2;
+  p.softcapped = problem.softcap.cap > 0.f;
+  p.softcap_in = scaling.softcap_in;
+  p.softcap_out = scaling.softcap_out;
+  return p;
+}
+
+}  // namespace flashcore::detail

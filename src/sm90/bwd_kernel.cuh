@@ -1,0 +1,263 @@
+// The sm90 backward kernel (FlashAttention-3's backward design, written here): one CTA per (key
+// block of 128 keys, kv head, batch), warp specialized:
+//   - producer warp (warpgroup 0, warp 0): TMA loads of K and V once, then per step of the walk
+//     Q and dO tiles and the rows' LSE and D (bulk copies) into a two-stage ring;
+//   - dQ writer warp (warpgroup 0, warp 1): per step, adds the consumers' fp32 dQ tile to the
+//     workspace's accumulators with bulk reductions (cp.reduce.async.bulk .add.f32), one per row,
+//     so the consumers never wait on global atomics;
+//   - two consumer warpgroups (bwd_mainloop.hpp): the five wgmma GEMMs, P and dS; dK and dV in
+//     registers for the whole walk.
+// The preprocess (D, LSE log2) and dQ convert kernels around it are the sm80 backward's
+// (sm80/bwd_preprocess.cuh, sm80/bwd_convert.cuh): they are plain CUDA and read the same workspace.
+// Included by sm90_bwd_hd<D>.cu only.
+#pragma once
+
+#include <cutlass/arch/reg_reconfig.h>
+
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <type_traits>
+
+#include "common/launch.hpp"
+#include "common/pruning.hpp"
+#include "sm80/bwd_convert.cuh"
+#include "sm80/bwd_kernel_traits.hpp"
+#include "sm80/bwd_preprocess.cuh"
+#include "sm90/bwd_mainloop.hpp"
+#include "sm90/bwd_traits.hpp"
+
+namespace flashcore::sm90 {
+
+// Adds bytes of fp32 from shared to global memory, element-wise, as one asynchronous bulk
+// operation of this thread's bulk group.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* gmem, const float* smem, int bytes) {
+  const auto smem_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gmem),
+      "r"(smem_addr), "r"(bytes)
+      : "memory");
+}
+
+template <typename Traits>
+struct BwdLoad {
+  using Pipeline = typename Traits::Pipeline;
+  using SharedStorage = typename Traits::SharedStorage;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+
+  // All 32 lanes of the producer warp: they wait on the ring together, one lane issues copies.
+  __device__ static void run(const BwdKernelParams<Traits>& params, SharedStorage& smem,
+                             Pipeline& pipeline, const BwdWalk& walk) {
+    const sm80::BwdParams& p = params.p;
+    if (walk.steps == 0) return;
+    const bool issuer = cute::elect_one_sync();
+    Tensor mQ =
+        params.tma_q.get_tma_tensor(make_shape(p.seqlen_q, int{kHeadDim}, p.heads_q, p.batch));
+    Tensor mdO =
+        params.tma_do.get_tma_tensor(make_shape(p.seqlen_q, int{kHeadDim}, p.heads_q, p.batch));
+    Tensor mK =
+        params.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int{kHeadDim}, p.heads_kv, p.batch));
+    Tensor mV =
+        params.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int{kHeadDim}, p.heads_kv, p.batch));
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(smem.d_o.data()), typename Traits::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
+    Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutK{});
+    using KvTile = Shape<Int<kBlockN>, Int<kHeadDim>>;
+    using QTile = Shape<Int<kBlockM>, Int<kHeadDim>>;
+
+    if (issuer) {
+      cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_do.get_tma_descriptor());
+      Tensor gK =
+          local_tile(mK(_, _, walk.kv_head, walk.batch), KvTile{}, make_coord(walk.n_block, _0{}));
+      Tensor gV =
+          local_tile(mV(_, _, walk.kv_head, walk.batch), KvTile{}, make_coord(walk.n_block, _0{}));
+      auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                                   group_modes<0, 2>(gK));
+      auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
+                                   group_modes<0, 2>(gV));
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.kv_full,
+                                                                     2 * Traits::kKBytes);
+      copy(params.tma_k.with(smem.kv_full, 0), get<0>(k_views), get<1>(k_views));
+      copy(params.tma_v.with(smem.kv_full, 0), get<0>(v_views), get<1>(v_views));
+    }
+
+    typename Pipeline::PipelineState write = cutlass::make_producer_start_state<Pipeline>();
+    for (int step = 0; step < walk.steps; ++step) {
+      const int head = walk.head(step);
+      const int m_block = walk.m_block(step);
+      pipeline.producer_acquire(write);
+      if (issuer) {
+        uint64_t* full = pipeline.producer_get_barrier(write);
+        Tensor gQ = local_tile(mQ(_, _, head, walk.batch), QTile{}, make_coord(m_block, _0{}));
+        Tensor gdO = local_tile(mdO(_, _, head, walk.batch), QTile{}, make_coord(m_block, _0{}));
+        auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                     group_modes<0, 2>(gQ));
+        auto do_views = tma_partition(params.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO),
+                                      group_modes<0, 2>(gdO));
+        copy(params.tma_q.with(*full, 0), get<0>(q_views), get<1>(q_views)(_, write.index()));
+        copy(params.tma_do.with(*full, 0), get<0>(do_views), get<1>(do_views)(_, write.index()));
+        // LSE and D rows: the workspace pads them to whole query blocks (16-byte aligned).
+        const int64_t rows =
+            (static_cast<int64_t>(walk.batch) * p.heads_q + head) * p.seqlen_q_rounded +
+            m_block * kBlockM;
+        cute::SM90_BULK_COPY_G2S::copy(p.lse_log2 + rows, full, smem.lse[write.index()],
+                                       Traits::kRowStatBytes);
+        cute::SM90_BULK_COPY_G2S::copy(p.delta + rows, full, smem.delta[write.index()],
+                                       Traits::kRowStatBytes);
+      }
+      ++write;
+    }
+    // Keeps the warp alive until the consumers released every stage it filled.
+    pipeline.producer_tail(write);
+  }
+};
+
+// The dQ writer warp: per step, waits for the consumers' staged dQ tile, adds its rows below
+// seqlen_q to the workspace (a bulk reduction per row, spread over the lanes), and hands the
+// staging rows back once the reductions have read them.
+template <typename Traits>
+__device__ void write_dq(const sm80::BwdParams& p, typename Traits::SharedStorage& smem,
+                         const BwdWalk& walk) {
+  if (walk.steps == 0) return;
+  constexpr uint32_t kThreads = Traits::kConsumerThreads + cutlass::NumThreadsPerWarp;
+  const int lane = threadIdx.x % cutlass::NumThreadsPerWarp;
+  // The staging rows start empty; each later release matches one consumer wait, so every
+  // arrival on the barrier is consumed before the CTA exits.
+  cutlass::arch::NamedBarrier::arrive(kThreads, barrier_id(BwdBarrierId::kDqEmpty));
+  for (int step = 0; step < walk.steps; ++step) {
+    cutlass::arch::NamedBarrier::sync(kThreads, barrier_id(BwdBarrierId::kDqFull));
+    const int row0 = walk.m_block(step) * Traits::kBlockM;
+    float* accum = p.dq_accum + ((static_cast<int64_t>(walk.batch) * p.heads_q + walk.head(step)) *
+                                     p.seqlen_q_rounded +
+                                 row0) *
+                                    Traits::kHeadDim;
+    for (int r = lane; r < Traits::kBlockM && row0 + r < p.seqlen_q;
+         r += cutlass::NumThreadsPerWarp) {
+      bulk_reduce_add_f32(accum + r * Traits::kHeadDim, smem.dq + r * Traits::kDqRowStride,
+                          Traits::kHeadDim * static_cast<int>(sizeof(float)));
+    }
+    cute::tma_store_arrive();   // commit this lane's bulk group
+    cute::tma_store_wait<0>();  // ... and wait until its reads of the staging rows are done
+    __syncwarp();
+    if (step + 1 < walk.steps) {
+      cutlass::arch::NamedBarrier::arrive(kThreads, barrier_id(BwdBarrierId::kDqEmpty));
+    }
+  }
+  // The reductions themselves (not only their reads) complete before the warp exits.
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
+template <typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    bwd_kernel(const __grid_constant__ BwdKernelParams<Traits> params) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Pipeline = typename Traits::Pipeline;
+  using SharedStorage = typename Traits::SharedStorage;
+  extern __shared__ __align__(1024) char smem_bytes[];
+  SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_bytes);
+
+  const int warpgroup = cutlass::canonical_warp_group_idx();
+  const bool is_producer = warpgroup == 0;
+  const int warp_in_warpgroup = cutlass::canonical_warp_idx_sync() % 4;
+  Pipeline pipeline(
+      smem.pipeline,
+      tma_pipeline_params<Pipeline>(is_producer, Traits::kConsumerThreads, Traits::kStageBytes),
+      Shape<_1, _1, _1>{});
+  if (threadIdx.x == 0) cutlass::arch::ClusterTransactionBarrier::init(&smem.kv_full, 1);
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  const BwdWalk walk = BwdWalk::of<Traits::kBlockM, Traits::kBlockN>(params.p);
+  if (is_producer) {
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
+    if (warp_in_warpgroup == 0) {
+      BwdLoad<Traits>::run(params, smem, pipeline, walk);
+    } else if (warp_in_warpgroup == 1) {
+      write_dq<Traits>(params.p, smem, walk);
+    }
+    return;
+  }
+  cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
+  BwdMainloop<Traits> mainloop;
+  mainloop.run(params, smem, pipeline, walk, threadIdx.x - kWarpgroupThreads);
+#endif
+}
+
+template <typename Traits>
+auto bwd_gmem_tensor(const void* data, int seqlen, int heads, int batch, int64_t seq_stride,
+                     int64_t head_stride, int64_t batch_stride) {
+  using Element = typename Traits::Element;
+  return make_tensor(make_gmem_ptr(static_cast<const Element*>(data)),
+                     make_layout(make_shape(seqlen, int{Traits::kHeadDim}, heads, batch),
+                                 make_stride(seq_stride, _1{}, head_stride, batch_stride)));
+}
+
+// The three launches of one backward (the workspace's dQ accumulators zeroed by the caller):
+// preprocess, this kernel, convert. Element is cutlass::half_t or cutlass::bfloat16_t.
+template <typename Element, int kHeadDim>
+cudaError_t launch_backward(const sm80::BwdParams& p, cudaStream_t stream) {
+  using Traits = BwdTraits<Element, kHeadDim>;
+  // The preprocess and convert kernels take the CUDA element type and read only its chunking.
+  using CudaElement =
+      std::conditional_t<std::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
+  using RowTraits = sm80::BwdTraits<CudaElement, kHeadDim>;
+  static_assert(Traits::kBlockM % (sm80::kPreprocessThreads / RowTraits::kChunksPerRow) == 0,
+                "the preprocess grid covers seqlen_q_rounded exactly");
+  if (cudaError_t err = sm80::launch_bwd_preprocess<RowTraits>(p, stream); err != cudaSuccess) {
+    return err;
+  }
+  BwdKernelParams<Traits> params{};
+  params.p = p;
+  auto q_tensor =
+      bwd_gmem_tensor<Traits>(p.q, p.seqlen_q, p.heads_q, p.batch, p.q_seq, p.q_head, p.q_batch);
+  auto do_tensor = bwd_gmem_tensor<Traits>(p.d_o, p.seqlen_q, p.heads_q, p.batch, p.do_seq,
+                                           p.do_head, p.do_batch);
+  auto k_tensor =
+      bwd_gmem_tensor<Traits>(p.k, p.seqlen_k, p.heads_kv, p.batch, p.k_seq, p.k_head, p.k_batch);
+  auto v_tensor =
+      bwd_gmem_tensor<Traits>(p.v, p.seqlen_k, p.heads_kv, p.batch, p.v_seq, p.v_head, p.v_batch);
+  using QTile = Shape<Int<Traits::kBlockM>, Int<kHeadDim>>;
+  using KvTile = Shape<Int<Traits::kBlockN>, Int<kHeadDim>>;
+  const auto q_smem = take<0, 2>(typename Traits::SmemLayoutQ{});
+  params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, q_tensor, q_smem, QTile{}, _1{});
+  params.tma_do = make_tma_copy(SM90_TMA_LOAD{}, do_tensor, q_smem, QTile{}, _1{});
+  params.tma_k =
+      make_tma_copy(SM90_TMA_LOAD{}, k_tensor, typename Traits::SmemLayoutK{}, KvTile{}, _1{});
+  params.tma_v =
+      make_tma_copy(SM90_TMA_LOAD{}, v_tensor, typename Traits::SmemLayoutK{}, KvTile{}, _1{});
+
+  auto kernel = bwd_kernel<Traits>;
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
+  if (configured != cudaSuccess) return configured;
+  detail::LaunchShape shape;
+  shape.grid = dim3(static_cast<unsigned>(p.num_n_blocks), static_cast<unsigned>(p.heads_kv),
+                    static_cast<unsigned>(p.batch));
+  shape.threads = Traits::kThreads;
+  shape.smem_bytes = Traits::kSmemBytes;
+  if (cudaError_t err = detail::launch_kernel(kernel, shape, stream, params); err != cudaSuccess) {
+    return err;
+  }
+  return sm80::launch_bwd_convert<RowTraits>(p, stream);
+}
+
+template <int kHeadDim>
+cudaError_t launch_backward_head_dim(const sm80::BwdParams& p, bool bf16, cudaStream_t stream) {
+  if (bf16) {
+    if constexpr (detail::kernel_built(DType::kBFloat16, kHeadDim)) {
+      return launch_backward<cutlass::bfloat16_t, kHeadDim>(p, stream);
+    }
+  } else {
+    if constexpr (detail::kernel_built(DType::kFloat16, kHeadDim)) {
+      return launch_backward<cutlass::half_t, kHeadDim>(p, stream);
+    }
+  }
+  return cudaErrorInvalidDeviceFunction;
+}
+
+#define FLASHCORE_SM90_BWD_INSTANTIATE(D) \
+  template cudaError_t launch_backward_head_dim<D>(const sm80::BwdParams&, bool, cudaStream_t);
+
+}  // namespace flashcore::sm90

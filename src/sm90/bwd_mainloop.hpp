@@ -1,0 +1,245 @@
+// The sm90 backward's consumer warpgroups (bwd_kernel.cuh runs them): per step of the walk, the
+// five GEMMs of bwd_traits.hpp on the stage's Q and dO, P and dS in registers, dS to shared memory
+// for dQ, and dQ handed to the dQ writer warp through shared memory. dK and dV stay in registers
+// for the whole walk (GQA's sum over a group's query heads is the walk itself) and are stored at
+// its end.
+#pragma once
+
+#include <cutlass/arch/barrier.h>
+
+#include "common/key_block_rows.hpp"
+#include "common/online_softmax.hpp"
+#include "sm80/bwd_params.hpp"
+#include "sm90/bwd_traits.hpp"
+#include "sm90/named_barriers.hpp"
+#include "sm90/wgmma.hpp"
+
+namespace flashcore::sm90 {
+
+template <typename Traits>
+struct BwdKernelParams {
+  sm80::BwdParams p;  // the problem and the workspace, as the preprocess and convert kernels see it
+  typename Traits::TmaQ tma_q, tma_do;
+  typename Traits::TmaK tma_k, tma_v;
+};
+
+// The query blocks a CTA (one key block of one kv head) walks: for each query head of the kv
+// head's group, the blocks that see any of its keys (common/key_block_rows.hpp). Every role of
+// the CTA derives the same sequence from it.
+struct BwdWalk {
+  int n_block, kv_head, batch;
+  int kv_group;
+  int first_m_block, blocks_per_head;
+  int steps;  // 0: no query sees these keys, whose dK and dV are zeros
+
+  template <int kBlockM, int kBlockN>
+  __device__ static BwdWalk of(const sm80::BwdParams& p) {
+    BwdWalk w{static_cast<int>(blockIdx.x),
+              static_cast<int>(blockIdx.y),
+              static_cast<int>(blockIdx.z),
+              p.kv_group,
+              0,
+              0,
+              0};
+    const int key_begin = w.n_block * kBlockN;
+    const RowRange<int> rows =
+        rows_seeing_keys(p.mask, key_begin, min(key_begin + kBlockN, p.seqlen_k));
+    if (rows.begin < rows.end) {
+      w.first_m_block = rows.begin / kBlockM;
+      w.blocks_per_head = (rows.end + kBlockM - 1) / kBlockM - w.first_m_block;
+      w.steps = w.blocks_per_head * p.kv_group;
+    }
+    return w;
+  }
+  __device__ int head(int step) const { return kv_head * kv_group + step / blocks_per_head; }
+  __device__ int m_block(int step) const { return first_m_block + step % blocks_per_head; }
+};
+
+template <typename Traits>
+struct BwdMainloop {
+  using Element = typename Traits::Element;
+  using Pipeline = typename Traits::Pipeline;
+  using SharedStorage = typename Traits::SharedStorage;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  using ScoreShape = Shape<Int<kBlockN>, Int<kBlockM>>;  // S^T, dP^T: keys x queries
+  using KeyGradShape = Shape<Int<kBlockN>, Int<kHeadDim>>;
+
+  typename Traits::TiledMmaSdP mma_sdp;
+  typename Traits::TiledMmaDkv mma_dkv;
+  typename Traits::TiledMmaDq mma_dq;
+
+  // dK (times the softmax scale) and dV of this thread's accumulator registers, in the output
+  // dtype; keys past seqlen_k are not stored. Rows are keys 0..127 over both warpgroups
+  // (AccumulatorCoords), columns head dims.
+  template <typename Frag>
+  __device__ static void store_key_grads(const sm80::BwdParams& p, const BwdWalk& walk, int thread,
+                                         const Frag& dk, const Frag& dv) {
+    auto* dk_out = static_cast<Element*>(p.dk) + walk.batch * p.dk_batch + walk.kv_head * p.dk_head;
+    auto* dv_out = static_cast<Element*>(p.dv) + walk.batch * p.dv_batch + walk.kv_head * p.dv_head;
+    const AccumulatorCoords coords = AccumulatorCoords::of(thread);
+    const int key0 = walk.n_block * kBlockN;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(dk); i += 2) {
+      const int key = key0 + coords.row(i);
+      const int dim = coords.col(i);
+      if (key < p.seqlen_k) {
+        *reinterpret_cast<uint32_t*>(dk_out + key * p.dk_seq + dim) =
+            pack(dk(i) * p.scale, dk(i + 1) * p.scale);
+        *reinterpret_cast<uint32_t*>(dv_out + key * p.dv_seq + dim) = pack(dv(i), dv(i + 1));
+      }
+    }
+  }
+  // Two fp32 values as one 32-bit pair of the element type.
+  __device__ static uint32_t pack(float a, float b) {
+    const Element pair[2] = {static_cast<Element>(a), static_cast<Element>(b)};
+    uint32_t bits;
+    memcpy(&bits, pair, sizeof(bits));
+    return bits;
+  }
+
+  // thread: 0..255 over both consumer warpgroups.
+  __device__ void run(const BwdKernelParams<Traits>& params, SharedStorage& smem,
+                      Pipeline& pipeline, const BwdWalk& walk, int thread) {
+    const sm80::BwdParams& p = params.p;
+    const int warpgroup = thread / kWarpgroupThreads;
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sQt = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQt{});
+    Tensor sdO = make_tensor(make_smem_ptr(smem.d_o.data()), typename Traits::SmemLayoutQ{});
+    Tensor sdOt = make_tensor(make_smem_ptr(smem.d_o.data()), typename Traits::SmemLayoutQt{});
+    Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
+    Tensor sKt = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutKt{});
+    Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutK{});
+    Tensor sDs = make_tensor(make_smem_ptr(smem.ds.data()), typename Traits::SmemLayoutDs{});
+    Tensor sDst = make_tensor(make_smem_ptr(smem.ds.data()), typename Traits::SmemLayoutDst{});
+
+    // Shared-memory operands depend only on the warpgroup: slice by its first thread (the wgmma
+    // descriptors then stay warp-uniform).
+    auto wg_sdp = mma_sdp.get_slice(warpgroup * kWarpgroupThreads);
+    auto wg_dkv = mma_dkv.get_slice(warpgroup * kWarpgroupThreads);
+    auto wg_dq = mma_dq.get_slice(warpgroup * kWarpgroupThreads);
+    Tensor tSrK = wg_sdp.partition_fragment_A(sK);
+    Tensor tSrV = wg_sdp.partition_fragment_A(sV);
+    Tensor tSrQ = wg_sdp.partition_fragment_B(sQ);
+    Tensor tSrdO = wg_sdp.partition_fragment_B(sdO);
+    Tensor tdVrdOt = wg_dkv.partition_fragment_B(sdOt);
+    Tensor tdKrQt = wg_dkv.partition_fragment_B(sQt);
+    Tensor tdQrdS = wg_dq.partition_fragment_A(sDs);
+    Tensor tdQrKt = wg_dq.partition_fragment_B(sKt);
+    // This thread's elements of dS^T in shared memory: the S^T accumulator's own layout.
+    Tensor tdSsdS = mma_sdp.get_slice(thread).partition_C(sDst);
+
+    Tensor dk = partition_fragment_C(mma_dkv, KeyGradShape{});
+    Tensor dv = partition_fragment_C(mma_dkv, KeyGradShape{});
+    clear(dk);
+    clear(dv);
+
+    if (walk.steps > 0) {
+      cutlass::arch::ClusterTransactionBarrier::wait(&smem.kv_full, 0);
+    }
+    const AccumulatorCoords coords = AccumulatorCoords::of(thread);
+    const int key0 = walk.n_block * kBlockN;
+    const int wg_key0 = key0 + warpgroup * kRowsPerWarpgroup;
+    typename Pipeline::PipelineState read;
+    for (int step = 0; step < walk.steps; ++step) {
+      const int row0 = walk.m_block(step) * kBlockM;
+      const int stage = read.index();
+      const int ds_stage = step % Traits::kDsStages;
+      pipeline.consumer_wait(read);
+
+      Tensor s = partition_fragment_C(mma_sdp, ScoreShape{});
+      Tensor dp = partition_fragment_C(mma_sdp, ScoreShape{});
+      issue_gemm</*kZeroInit=*/true>(mma_sdp, tSrK, tSrQ(_, _, _, stage), s);
+      issue_gemm</*kZeroInit=*/true>(mma_sdp, tSrV, tSrdO(_, _, _, stage), dp);
+
+      // P^T = exp2(S^T * scale log2 e - LSE log2 e), zero where the mask hides the key (the key
+      // tail included). Rows past seqlen_q have LSE +inf: P = 0 there without a test.
+      const bool masked = !p.mask.tile_fully_visible(row0, min(row0 + kBlockM, p.seqlen_q), wg_key0,
+                                                     wg_key0 + kRowsPerWarpgroup);
+      const float* lse = smem.lse[stage];
+      const float* delta = smem.delta[stage];
+      warpgroup_wait<1>();
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(s); ++i) {
+        const int query = coords.col(i);
+        float prob = fast_exp2(fmaf(s(i), p.scale_log2, -lse[query]));
+        if (masked && !p.mask.visible(row0 + query, key0 + coords.row(i))) prob = 0.f;
+        s(i) = prob;
+      }
+      // The S^T accumulator of 16 queries is exactly the m64k16 A operand of dV += P^T dO.
+      Tensor p_elems = make_tensor<Element>(partition_shape_A(mma_dkv, ScoreShape{}));
+      CUTE_STATIC_ASSERT_V(size(p_elems) == size(s));
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(s); ++i) p_elems(i) = static_cast<Element>(s(i));
+      issue_gemm</*kZeroInit=*/false>(mma_dkv, p_elems, tdVrdOt(_, _, _, stage), dv);
+
+      // dS^T = P^T (dP^T - D), D per query.
+      warpgroup_wait<1>();
+      Tensor ds_elems = make_tensor<Element>(partition_shape_A(mma_dkv, ScoreShape{}));
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(dp); ++i) {
+        ds_elems(i) = static_cast<Element>(s(i) * (dp(i) - delta[coords.col(i)]));
+      }
+      issue_gemm</*kZeroInit=*/false>(mma_dkv, ds_elems, tdKrQt(_, _, _, stage), dk);
+
+      // dS^T to shared memory for dQ = dS K, which needs both warpgroups' keys. The other buffer
+      // is still read by the other warpgroup's previous dQ GEMM; it finished that before it
+      // arrived here, so one barrier a step orders both.
+      Tensor tdSsdS_stage = tdSsdS(_, _, _, ds_stage);
+      // dS^T's shared-memory elements are the accumulator's, register for register.
+      CUTE_STATIC_ASSERT_V(size(tdSsdS_stage) == size(ds_elems) && size(ds_elems) == size(dp));
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(ds_elems); i += 2) {
+        store_shared_pair(&tdSsdS_stage(i), ds_elems(i), ds_elems(i + 1));
+      }
+      cutlass::arch::fence_view_async_shared();  // generic-proxy stores before wgmma reads them
+      cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads,
+                                        barrier_id(BwdBarrierId::kDsReady));
+      Tensor dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+      issue_gemm</*kZeroInit=*/true>(mma_dq, tdQrdS(_, _, _, ds_stage), tdQrKt, dq);
+      warpgroup_wait<0>();
+      // Every GEMM that read this stage's Q and dO has retired.
+      pipeline.consumer_release(read);
+      ++read;
+
+      // dQ to the writer warp's staging rows, once it has read out the previous step's.
+      cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads + cutlass::NumThreadsPerWarp,
+                                        barrier_id(BwdBarrierId::kDqEmpty));
+      stage_dq(smem, thread, dq);
+      cutlass::arch::fence_view_async_shared();  // the writer's bulk reductions read it (async)
+      cutlass::arch::NamedBarrier::arrive(Traits::kConsumerThreads + cutlass::NumThreadsPerWarp,
+                                          barrier_id(BwdBarrierId::kDqFull));
+    }
+    store_key_grads(p, walk, thread, dk, dv);
+  }
+
+  // Two adjacent elements (4-byte aligned) as one 32-bit shared-memory store: the address comes
+  // through CuTe's swizzled layout as a generic pointer, which the compiler would store through
+  // with generic stores.
+  __device__ static void store_shared_pair(Element* at, Element a, Element b) {
+    const Element pair[2] = {a, b};
+    uint32_t bits;
+    memcpy(&bits, pair, sizeof(bits));
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(cute::cast_smem_ptr_to_uint(at)), "r"(bits)
+                 : "memory");
+  }
+
+  // This thread's dQ accumulator registers into the fp32 staging rows (kBlockM x D, row stride
+  // kDqRowStride), one float2 per register pair. The warpgroups split the tile's dims (hd128) or
+  // its rows (hd64): bwd_traits.hpp.
+  template <typename Frag>
+  __device__ static void stage_dq(SharedStorage& smem, int thread, const Frag& dq) {
+    const int warpgroup = thread / kWarpgroupThreads;
+    const AccumulatorCoords coords =
+        AccumulatorCoords::of(Traits::kDqSplitsDims ? thread % kWarpgroupThreads : thread);
+    const int col_offset = Traits::kDqSplitsDims ? warpgroup * (kHeadDim / 2) : 0;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(dq); i += 2) {
+      float* at = smem.dq + coords.row(i) * Traits::kDqRowStride + col_offset + coords.col(i);
+      *reinterpret_cast<float2*>(at) = make_float2(dq(i), dq(i + 1));
+    }
+  }
+};
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,33 @@
+// The sm90 backward (wgmma, TMA, warp specialization; sm_90a only): the hooks run_backward() calls
+// (api/run_backward.cpp), and the tile sizes the host needs to lay out the workspace and the grid
+// (bwd_traits.hpp checks them against the kernel's).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "common/backward_problem.hpp"
+#include "sm80/bwd_params.hpp"
+
+namespace flashcore::sm90 {
+
+inline constexpr int kBwdBlockN = 128;  // keys per CTA
+constexpr int bwd_block_m(int head_dim) { return head_dim <= 64 ? 128 : 64; }
+
+// The preprocess, main and convert launches of one backward (bwd_kernel.cuh), defined in
+// sm90_bwd_hd<D>.cu for D = 64 and 128 when the build has them.
+template <int kHeadDim>
+cudaError_t launch_backward_head_dim(const sm80::BwdParams& p, bool bf16, cudaStream_t stream);
+
+}  // namespace flashcore::sm90
+
+namespace flashcore::detail {
+
+// "" when the sm90 backward implements the problem on this device, else why not (the sm80
+// backward then runs it).
+const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDeviceProp& device);
+size_t sm90_backward_workspace_bytes(const BackwardProblem& problem);
+Status launch_sm90_backward(const BackwardProblem& problem, void* workspace, cudaStream_t stream);
+
+}  // namespace flashcore::detail
