@@ -120,9 +120,11 @@ typedef struct {
   void* stream;      /* cudaStream_t; NULL is the legacy default stream */
   void* workspace;   /* optional; NULL lets the call allocate what it needs */
   size_t workspace_bytes;
+  const char* backend; /* NULL or "auto" (sm90 on sm_90a where it implements the problem, else
+                          sm80), "sm90" or "sm80" */
 } flashcore_backward_params;
 
-/* Zero sizes and pointers, default scale, no mask, not deterministic. */
+/* Zero sizes and pointers, default scale, no mask, not deterministic, auto backend. */
 void flashcore_backward_params_init(flashcore_backward_params* params);
 
 /* Device bytes of workspace flashcore_attention_backward needs; 0 when the params are invalid

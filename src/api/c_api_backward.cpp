@@ -9,7 +9,7 @@ namespace {
 
 flashcore::Strides to_strides(const flashcore_strides& s) { return {s.batch, s.seq, s.head, 1}; }
 
-// The C struct as BackwardParams; false (with the error kept) for a bad dtype.
+// The C struct as BackwardParams; false (with the error kept) for a bad dtype or backend name.
 bool to_params(const flashcore_backward_params& c, flashcore::BackwardParams* p) {
   if (c.dtype != FLASHCORE_FLOAT16 && c.dtype != FLASHCORE_BFLOAT16) {
     flashcore::detail::c_api_fail(FLASHCORE_INVALID_ARGUMENT,
@@ -39,6 +39,12 @@ bool to_params(const flashcore_backward_params& c, flashcore::BackwardParams* p)
   p->window_right = c.window_right;
   p->softcap = c.softcap;
   p->deterministic = c.deterministic != 0;
+  if (c.backend != nullptr && !flashcore::parse_backend(c.backend, &p->backend)) {
+    flashcore::detail::c_api_fail(
+        FLASHCORE_INVALID_ARGUMENT,
+        std::string("unknown backend '") + c.backend + "'; the backward has auto, sm90 and sm80");
+    return false;
+  }
   return true;
 }
 

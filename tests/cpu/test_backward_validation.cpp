@@ -201,6 +201,11 @@ TEST(BackwardCApi, ReportsErrorsWithMessages) {
       << flashcore_last_error();
   EXPECT_EQ(flashcore_backward_workspace_bytes(&c), 0u);
   EXPECT_NE(std::string(flashcore_last_error()).find("batch is 0"), std::string::npos);
+  EXPECT_EQ(c.backend, nullptr);  // auto
+  c.backend = "sm91";
+  EXPECT_EQ(flashcore_attention_backward(&c), FLASHCORE_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(flashcore_last_error()).find("unknown backend 'sm91'"), std::string::npos)
+      << flashcore_last_error();
 }
 
 }  // namespace
