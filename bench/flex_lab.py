@@ -28,6 +28,7 @@ import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 import flashcore
+import peer_cases
 import peers
 from flashcore import mods
 
@@ -101,7 +102,7 @@ def case_json(batch, seqlen, family, flops, block_mask, block_size):
     listed, total = listed_blocks(block_mask) if block_mask is not None else (1, 1)
     # flops and the mask below say what the case computes; `causal` only names the dense twin.
     causal = bool(family.dense and family.dense.get("causal"))
-    case = peers.Case(batch, HEADS, seqlen, HEAD_DIM, causal, DTYPE).to_json()
+    case = peer_cases.Case(batch, HEADS, seqlen, HEAD_DIM, causal, DTYPE).to_json()
     case.update(label=f"B{batch}_H{HEADS}_S{seqlen}_D{HEAD_DIM}_{DTYPE}_{family.name}",
                 flops=flops, mask=family.name, block_size=block_size,
                 sparsity=1.0 - listed / total)
@@ -149,7 +150,7 @@ def measure(runs, record, case, reference_name):
 
 
 def run_family(family, batch, seqlen, block_size, compiled, record, generator):
-    sets = peers.input_sets(peers.Case(batch, HEADS, seqlen, HEAD_DIM, False, DTYPE))
+    sets = peers.input_sets(peer_cases.Case(batch, HEADS, seqlen, HEAD_DIM, False, DTYPE))
     shape = (batch, HEADS, seqlen, HEAD_DIM)
     inputs = [[torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=generator)
                for _ in range(3)] for _ in range(sets)]
@@ -199,7 +200,7 @@ def run_varlen(tokens, mean_length, record, generator):
     cu = torch.tensor([0] + lengths, device="cuda").cumsum(0).int()
     longest = max(lengths)
     real = sum(2.0 * HEADS * n * n * HEAD_DIM for n in lengths)  # causal: half of 4·H·n²·D
-    sets = peers.input_sets(peers.Case(1, HEADS, tokens, HEAD_DIM, True, DTYPE))
+    sets = peers.input_sets(peer_cases.Case(1, HEADS, tokens, HEAD_DIM, True, DTYPE))
     inputs = [[torch.randn(tokens, HEADS, HEAD_DIM, device="cuda", dtype=torch.bfloat16,
                            generator=generator) for _ in range(3)] for _ in range(sets)]
     family = Family(f"varlen_{len(lengths)}_docs", None, dense=dict(causal=True))

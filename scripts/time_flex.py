@@ -1,6 +1,7 @@
-# Timings of the sm80 flex kernel against the dense kernels (docs/flex.md): one process, CUDA
-# events, median of 20 calls after 5 warm-ups, B4 H16 S4096 D128 bf16. TFLOP/s count only the
-# visible pairs. Needs a GPU and the flashcore Python package: python3 scripts/time_flex.py
+# Timings of the flex kernels (auto: sm90 on an H100; and the sm80 one, backend="sm80") next to the
+# dense kernels (docs/flex.md): one process, CUDA events, median of 20 calls after 5 warm-ups, B4
+# H16 S4096 D128 bf16. TFLOP/s count only the visible pairs. Needs a GPU and the flashcore Python
+# package: python3 scripts/time_flex.py
 import statistics
 import torch
 import flashcore
@@ -21,21 +22,30 @@ res = {}
 def add(name, frac, fn):
     ms = t(fn); res[name] = (ms, frac, flashcore.last_provider())
 add("dense (auto)", 1.0, lambda: flashcore.attention(qs, ks, vs))
+add("dense causal (auto)", 0.5, lambda: flashcore.attention(qs, ks, vs, causal=True))
 add("dense sm80", 1.0, lambda: flashcore.attention(qs, ks, vs, backend="sm80"))
 add("dense causal sm80", 0.5, lambda: flashcore.attention(qs, ks, vs, causal=True, backend="sm80"))
 causal_bm = flashcore.create_block_mask(mods.causal(), B, None, S, S)
-add("flex causal BlockMask", 0.5, lambda: flashcore.flex_attention(q, k, v, block_mask=causal_bm))
 causal_bm64 = flashcore.create_block_mask(mods.causal(), B, None, S, S, BLOCK_SIZE=64)
-add("flex causal BlockMask 64", 0.5, lambda: flashcore.flex_attention(q, k, v, block_mask=causal_bm64))
 sinks = torch.full((H,), -1e4, device="cuda")
-add("flex no mask, sinks", 1.0, lambda: flashcore.flex_attention(q, k, v, sinks=sinks))
 docs = (torch.arange(S, device="cuda") // 1024).int()[None].expand(B, S).contiguous()
 doc_bm = flashcore.create_block_mask(mods.documents(docs), B, None, S, S)
-add("flex documents 1024", 0.25, lambda: flashcore.flex_attention(q, k, v, block_mask=doc_bm))
 slopes = torch.rand(H, device="cuda")
-add("flex alibi + causal", 0.5, lambda: flashcore.flex_attention(q, k, v, score_mod=mods.alibi(slopes), block_mask=causal_bm))
 cu = torch.arange(0, B * S + 1, S, device="cuda", dtype=torch.int32)
 qp, kp, vp = (x.reshape(B * S, H, D) for x in (qs.contiguous(), ks.contiguous(), vs.contiguous()))
-add("varlen causal 4 x 4096", 0.5, lambda: flashcore.attention_varlen(qp, kp, vp, cu, cu, S, S, causal=True))
+for be in ("auto", "sm80"):
+    add(f"flex causal BlockMask {be}", 0.5,
+        lambda: flashcore.flex_attention(q, k, v, block_mask=causal_bm, backend=be))
+    add(f"flex causal BlockMask 64 {be}", 0.5,
+        lambda: flashcore.flex_attention(q, k, v, block_mask=causal_bm64, backend=be))
+    add(f"flex no mask, sinks {be}", 1.0,
+        lambda: flashcore.flex_attention(q, k, v, sinks=sinks, backend=be))
+    add(f"flex documents 1024 {be}", 0.25,
+        lambda: flashcore.flex_attention(q, k, v, block_mask=doc_bm, backend=be))
+    add(f"flex alibi + causal {be}", 0.5,
+        lambda: flashcore.flex_attention(q, k, v, score_mod=mods.alibi(slopes),
+                                         block_mask=causal_bm, backend=be))
+    add(f"varlen causal 4 x 4096 {be}", 0.5,
+        lambda: flashcore.attention_varlen(qp, kp, vp, cu, cu, S, S, causal=True, backend=be))
 for name, (ms, frac, provider) in res.items():
-    print(f"{name:26s} {provider:6s} {ms*1000:9.1f} us  {tf(ms, frac):6.1f} TFLOP/s (visible FLOPs)")
+    print(f"{name:32s} {provider:6s} {ms*1000:9.1f} us  {tf(ms, frac):6.1f} TFLOP/s (visible FLOPs)")

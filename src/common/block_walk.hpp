@@ -127,14 +127,21 @@ FLASHCORE_HOST_DEVICE KvTileWalk<kTileKeys> kv_tile_walk(const flex::BlockMask& 
   KvTileWalk<kTileKeys> walk;
   walk.num_rows = q_end - q_begin;
   if (block_mask.kv_num_blocks != nullptr) {
-    const int64_t mk = block_mask.num_kv_blocks();
-    walk.tiles_per_block = static_cast<int>(block_mask.kv_block_size / kTileKeys);
-    const int64_t first_block = q_begin / block_mask.q_block_size;
-    const int64_t last_block = (q_end - 1) / block_mask.q_block_size;
+    // BlockMask::row()'s indexing in 32-bit divisions (validate_block_mask keeps the sizes in
+    // int32): its int64 ones are calls to a division routine, in the sm90 producer's 24 registers.
+    const int q_block_size = static_cast<int>(block_mask.q_block_size);
+    const int kv_block_size = static_cast<int>(block_mask.kv_block_size);
+    const int mq = (static_cast<int>(block_mask.seqlen_q) + q_block_size - 1) / q_block_size;
+    const int64_t mk = (static_cast<int>(block_mask.seqlen_k) + kv_block_size - 1) / kv_block_size;
+    walk.tiles_per_block = kv_block_size / kTileKeys;
+    const int first_block = q_begin / q_block_size;
+    const int last_block = (q_end - 1) / q_block_size;
     walk.num_lists = last_block > first_block ? 2 : 1;
-    walk.split_row = static_cast<int>((first_block + 1) * block_mask.q_block_size - q_begin);
+    walk.split_row = (first_block + 1) * q_block_size - q_begin;
+    const int64_t bh = (block_mask.batch == 1 ? 0 : int64_t{b}) * block_mask.heads +
+                       (block_mask.heads == 1 ? 0 : h);
     for (int n = 0; n < walk.num_lists; ++n) {
-      const int64_t row = block_mask.row(b, h, first_block + n);
+      const int64_t row = bh * mq + first_block + n;
       auto& l = walk.lists[n];
       l.partial = block_mask.kv_indices + row * mk;
       l.num_partial = block_mask.kv_num_blocks[row] * walk.tiles_per_block;

@@ -18,10 +18,10 @@ inline bool needs_flex_kernel(const Problem& problem) {
 inline const char* rejects_varlen(const Problem& problem) {
   if (!needs_flex_kernel(problem)) return "";
   return is_varlen(problem.params)
-             ? "has no varlen kernel (cu_seqlens_q/k): varlen and flex mods run on sm80 for now "
-               "(backend sm80 or auto)"
-             : "has no flex kernel (mask_mod, score_mod, BlockMask, sinks): flex mods run on sm80 "
-               "for now (backend sm80 or auto)";
+             ? "has no varlen kernel (cu_seqlens_q/k): varlen and flex mods run on the sm90 and "
+               "sm80 backends (backend auto, sm90 or sm80)"
+             : "has no flex kernel (mask_mod, score_mod, BlockMask, sinks): flex mods run on the "
+               "sm90 and sm80 backends (backend auto, sm90 or sm80)";
 }
 
 }  // namespace flashcore::detail

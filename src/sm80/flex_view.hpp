@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "common/flex_problem.hpp"
 #include "common/problem.hpp"
 #include "flashcore/flex/builtin_mods.hpp"
 #include "flashcore/varlen.hpp"
@@ -46,18 +47,8 @@ FlexParams<Mask, ScoreMod> flex_view(const detail::Problem& problem, const Mask&
   return fp;
 }
 
-// The params' built-in mods as the flex kernels run them: the window (causal / window_left /
-// window_right, bound per sequence in the kernel) ANDed into the mask, and softcap applied last,
-// after ALiBi and the bias.
-inline flex::BuiltinMask builtin_mask(const detail::Problem& problem) {
-  flex::BuiltinMask mask = problem.params.flex.mask;
-  mask.window = problem.mask;
-  return mask;
-}
-inline flex::BuiltinScoreMod builtin_score_mod(const detail::Problem& problem) {
-  flex::BuiltinScoreMod score_mod = problem.params.flex.score_mod;
-  score_mod.softcap.cap = problem.params.softcap;
-  return score_mod;
-}
+// The params' built-in mods (common/flex_problem.hpp), under the names run_flex and the JIT use.
+using detail::builtin_mask;
+using detail::builtin_score_mod;
 
 }  // namespace flashcore::sm80

@@ -41,9 +41,20 @@ struct Epilogue {
   __device__ static void store(const FwdArgs& a, const Tile& tile, int warpgroup,
                                const TensorO& tOrO, const OnlineSoftmax<1>& softmax,
                                const TiledMma& tiled_pv, Element* o_smem) {
-    const int thread = thread_index_here();
     float inv_sum[1][2], lse[1][2];
     softmax.finalize</*kFast=*/false>(a.exp_factor, inv_sum, lse);
+    store_normalized(a, tile, a.seqlen_q, warpgroup, tOrO, inv_sum, lse, tiled_pv, o_smem);
+  }
+
+  // store() with the rows' 1/sum and LSE given (the flex kernel finalizes with a sink), for rows
+  // below row_end. a.seqlen_q stays LSE's row stride: a varlen sequence passes its own length as
+  // row_end and a view whose o and lse start at its first row (flex_kernel.cuh).
+  template <typename TensorO, typename TiledMma>
+  __device__ static void store_normalized(const FwdArgs& a, const Tile& tile, int row_end,
+                                          int warpgroup, const TensorO& tOrO,
+                                          const float (&inv_sum)[1][2], const float (&lse)[1][2],
+                                          const TiledMma& tiled_pv, Element* o_smem) {
+    const int thread = thread_index_here();
     const AccumulatorCoords coords = AccumulatorCoords::of(thread);
     const int tile_row0 = tile.m_block * Traits::kBlockM;
     const int64_t row_index0 =
@@ -58,7 +69,7 @@ struct Epilogue {
       for (int i = 0; i < size(tOrO); i += 2) {
         const int row = tile_row0 + coords.row(i);
         const int col = coords.col(i);
-        if (row < a.seqlen_q && col < a.head_dim) {
+        if (row < row_end && col < a.head_dim) {
           const float scale = inv_sum[0][half_of(i)];
           *reinterpret_cast<float2*>(a.o_partial + (split_rows + row) * a.head_dim + col) =
               make_float2(tOrO(i) * scale, tOrO(i + 1) * scale);
@@ -67,7 +78,7 @@ struct Epilogue {
       CUTLASS_PRAGMA_UNROLL
       for (int half = 0; half < 2; ++half) {
         const int row = tile_row0 + coords.row(2 * half);
-        if (lse_lane && row < a.seqlen_q) a.lse_partial[split_rows + row] = lse[0][half];
+        if (lse_lane && row < row_end) a.lse_partial[split_rows + row] = lse[0][half];
       }
       return;
     }
@@ -87,7 +98,7 @@ struct Epilogue {
       CUTLASS_PRAGMA_UNROLL
       for (int half = 0; half < 2; ++half) {
         const int row = tile_row0 + coords.row(2 * half);
-        if (lse_lane && row < a.seqlen_q) a.lse[row_index0 + row] = lse[0][half];
+        if (lse_lane && row < row_end) a.lse[row_index0 + row] = lse[0][half];
       }
     }
     cutlass::arch::NamedBarrier::sync(kWarpgroupThreads,
@@ -102,7 +113,7 @@ struct Epilogue {
       const int local_row = wg_row0 + chunk / kChunksPerRow;
       const int col = (chunk % kChunksPerRow) * kChunkElements;
       const int row = tile_row0 + local_row;
-      if (row < a.seqlen_q && col < a.head_dim) {
+      if (row < row_end && col < a.head_dim) {
         // The swizzle lives in sO's pointer (it XORs address bits), so take the element's address
         // through the tensor; a swizzled row keeps each 16-byte chunk contiguous.
         const uint32_t address = cute::cast_smem_ptr_to_uint(&sO(local_row, col));
@@ -118,6 +129,12 @@ struct Epilogue {
   // A tile (or split) whose rows see no key: O = 0 and LSE = -inf, without touching shared memory.
   __device__ static void store_empty(const FwdArgs& a, const Tile& tile, int warpgroup,
                                      int thread) {
+    store_empty_rows(a, tile, a.seqlen_q, -INFINITY, warpgroup, thread);
+  }
+  // store_empty for rows below row_end (store_normalized's meaning), with LSE = empty_lse (a sink's
+  // logit: a row that sees no key keeps only the sink's term).
+  __device__ static void store_empty_rows(const FwdArgs& a, const Tile& tile, int row_end,
+                                          float empty_lse, int warpgroup, int thread) {
     const int tile_row0 = tile.m_block * Traits::kBlockM + warpgroup * kRowsPerWarpgroup;
     const int64_t row_index0 =
         (static_cast<int64_t>(tile.batch) * a.heads + tile.head) * a.seqlen_q;
@@ -127,18 +144,18 @@ struct Epilogue {
          chunk += kWarpgroupThreads) {
       const int row = tile_row0 + chunk / chunks_per_row;
       const int col = (chunk % chunks_per_row) * kChunkElements;
-      if (row >= a.seqlen_q) continue;
+      if (row >= row_end) continue;
       if (a.num_splits > 1) {
         const int64_t index =
             static_cast<int64_t>(tile.split) * a.batch * a.heads * a.seqlen_q + row_index0 + row;
         float4* out = reinterpret_cast<float4*>(a.o_partial + index * a.head_dim + col);
         out[0] = make_float4(0.f, 0.f, 0.f, 0.f);
         out[1] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (col == 0) a.lse_partial[index] = -INFINITY;
+        if (col == 0) a.lse_partial[index] = empty_lse;
       } else {
         Element* o = static_cast<Element*>(a.o) + tile.batch * a.o_batch + tile.head * a.o_head;
         *reinterpret_cast<uint4*>(o + row * a.o_seq + col) = make_uint4(0, 0, 0, 0);
-        if (col == 0 && a.lse != nullptr) a.lse[row_index0 + row] = -INFINITY;
+        if (col == 0 && a.lse != nullptr) a.lse[row_index0 + row] = empty_lse;
       }
     }
   }

@@ -125,22 +125,21 @@ struct MainloopMma {
     }
   }
 
-  // Runs the key blocks of range (last first) for this warpgroup's rows of the tile. O comes back
-  // unnormalized in o; softmax holds the row max and sum.
-  template <typename TensorQ, typename TensorK, typename TensorV, typename TensorO>
-  __device__ void run(const FwdArgs& a, const Tile& tile, const BlockRange& range,
-                      const TensorQ& tSrQ, const TensorK& tSrK, const TensorV& tOrV, TensorO& tOrO,
-                      Softmax& softmax, Pipeline& pipeline_k, Pipeline& pipeline_v,
-                      PipelineState& read_k, PipelineState& read_v, int thread) {
+  // Runs num_steps key blocks for this warpgroup's rows of the tile, in the order the producer
+  // loaded them. O comes back unnormalized in o; softmax holds the row max and sum. Steps is the
+  // walk's policy: steps.begin(i, stage) is called once the S GEMM of step i is issued (the K stage
+  // it read is still held: a policy may read what the producer left with it), and
+  // steps.score(step, s) turns the retired S of that step into what the softmax takes, in units
+  // that steps.exp_factor() takes to the log2 domain. DenseSteps (below) is the dense kernel's
+  // contiguous range; the flex kernel passes its block walk (flex_steps.hpp).
+  template <typename Steps, typename TensorQ, typename TensorK, typename TensorV, typename TensorO>
+  __device__ __forceinline__ void run_steps(Steps& steps, int num_steps, const TensorQ& tSrQ,
+                                            const TensorK& tSrK, const TensorV& tOrV, TensorO& tOrO,
+                                            Softmax& softmax, Pipeline& pipeline_k,
+                                            Pipeline& pipeline_v, PipelineState& read_k,
+                                            PipelineState& read_v) {
     Tensor tSrS = partition_fragment_C(mma_qk, select<0, 1>(TileShape{}));
     Tensor tOrP = make_tensor<Element>(partition_shape_A(mma_pv, select<0, 1>(TileShape{})));
-    const AccumulatorCoords coords = AccumulatorCoords::of(thread);
-    const int tile_row0 = tile.m_block * Traits::kBlockM;
-    const int wg_row0 = tile_row0 + warpgroup * kRowsPerWarpgroup;
-    auto needs_mask = [&](int n_block) {
-      const int key0 = n_block * kBlockN;
-      return !a.mask.tile_fully_visible(wg_row0, wg_row0 + kRowsPerWarpgroup, key0, key0 + kBlockN);
-    };
     float correction[1][2];  // of the last softmax update, for O before the next P V
     auto release_k = [&] {
       pipeline_k.consumer_release(read_k);
@@ -150,25 +149,27 @@ struct MainloopMma {
       pipeline_v.consumer_release(read_v);
       ++read_v;
     };
-    // S of n_block (retired) -> probabilities in S's registers, row max/sum, O's correction.
-    auto softmax_step = [&](int n_block) {
-      prepare_scores(a, tSrS, coords, tile_row0, n_block * kBlockN, needs_mask(n_block));
-      softmax.update_scores(as_scores(tSrS.data()), a.exp_factor, correction);
+    // S of a step (retired) -> probabilities in S's registers, row max/sum, O's correction.
+    auto softmax_step = [&](const auto& step) {
+      steps.score(step, tSrS);
+      softmax.update_scores(as_scores(tSrS.data()), steps.exp_factor(), correction);
     };
 
     // First block: nothing to overlap with yet.
-    int n_block = range.end - 1;
     pipeline_k.consumer_wait(read_k);
     wait_turn();
     issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
     pass_turn();
-    warpgroup_wait<0>();
-    release_k();
-    softmax_step(n_block);
+    {
+      const auto step = steps.begin(0, read_k.index());
+      warpgroup_wait<0>();
+      release_k();
+      softmax_step(step);
+    }
     convert_probabilities(tSrS, tOrP);
     clear(tOrO);
 
-    for (--n_block; n_block >= range.begin; --n_block) {
+    for (int i = 1; i < num_steps; ++i) {
       pipeline_k.consumer_wait(read_k);
       if constexpr (kIntraOverlap) {
         wait_turn();
@@ -179,9 +180,10 @@ struct MainloopMma {
         pipeline_v.consumer_wait(read_v);
         issue_gemm</*kZeroInit=*/false>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
         pass_turn();
+        const auto step = steps.begin(i, read_k.index());
         warpgroup_wait<1>();  // S of this block; P V of the previous one may still run
         release_k();
-        softmax_step(n_block);
+        softmax_step(step);
         warpgroup_wait<0>();
         release_v();
         convert_probabilities(tSrS, tOrP);
@@ -196,9 +198,10 @@ struct MainloopMma {
         wait_turn();
         issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
         pass_turn();
+        const auto step = steps.begin(i, read_k.index());
         warpgroup_wait<0>();
         release_k();
-        softmax_step(n_block);
+        softmax_step(step);
         Softmax::rescale(as_out(tOrO.data()), correction);
         convert_probabilities(tSrS, tOrP);
       }
@@ -212,6 +215,37 @@ struct MainloopMma {
     pass_turn();
     warpgroup_wait<0>();
     release_v();
+  }
+
+  // The dense kernel's steps: the key blocks of a contiguous range, last first; the window mask
+  // only where a block is not fully visible to this warpgroup's rows.
+  struct DenseSteps {
+    const FwdArgs& a;
+    AccumulatorCoords coords;
+    int tile_row0, wg_row0, last_block;
+
+    __device__ int begin(int i, int /*stage*/) const { return last_block - i; }
+    template <typename ScoreTensor>
+    __device__ void score(int n_block, ScoreTensor& s) const {
+      const int key0 = n_block * kBlockN;
+      const bool masked =
+          !a.mask.tile_fully_visible(wg_row0, wg_row0 + kRowsPerWarpgroup, key0, key0 + kBlockN);
+      prepare_scores(a, s, coords, tile_row0, key0, masked);
+    }
+    __device__ float exp_factor() const { return a.exp_factor; }
+  };
+
+  // The key blocks of range (last first), as the dense producer loads them.
+  template <typename TensorQ, typename TensorK, typename TensorV, typename TensorO>
+  __device__ void run(const FwdArgs& a, const Tile& tile, const BlockRange& range,
+                      const TensorQ& tSrQ, const TensorK& tSrK, const TensorV& tOrV, TensorO& tOrO,
+                      Softmax& softmax, Pipeline& pipeline_k, Pipeline& pipeline_v,
+                      PipelineState& read_k, PipelineState& read_v, int thread) {
+    const int tile_row0 = tile.m_block * Traits::kBlockM;
+    DenseSteps steps{a, AccumulatorCoords::of(thread), tile_row0,
+                     tile_row0 + warpgroup * kRowsPerWarpgroup, range.end - 1};
+    run_steps(steps, range.end - range.begin, tSrQ, tSrK, tOrV, tOrO, softmax, pipeline_k,
+              pipeline_v, read_k, read_v);
   }
 };
 

@@ -14,6 +14,7 @@
 #include "common/score_scaling.hpp"
 #include "sm80/combine.cuh"
 #include "sm80/split_kv.hpp"
+#include "sm90/flex_fwd.hpp"
 #include "sm90/instantiations.hpp"
 #include "sm90/kernel_view.hpp"
 #include "sm90/launch_args.hpp"
@@ -243,7 +244,6 @@ TileShape resolved_tile(const Problem& problem, const cudaDeviceProp& device) {
 }  // namespace
 
 const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
-  if (const char* why = rejects_varlen(problem); why[0] != '\0') return why;
 #if !FLASHCORE_HAS_SM90
   (void)problem;
   (void)device;
@@ -256,6 +256,7 @@ const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
   if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {
     return "supports seqlen_q and seqlen_k up to 2^29";
   }
+  if (needs_flex_kernel(problem)) return sm90_flex_rejects(problem, device);
   // kAuto may run the persistent kernel, so it needs what that kernel needs; it picks a small-grid
   // tile only where that tile runs too.
   if (a.tile == TileShape::kAuto || a.tile == TileShape::kLarge) {
@@ -266,8 +267,8 @@ const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
 }
 
 const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& device) {
-  // A forced tile runs on the first backend that has it.
-  if (problem.params.tile != TileShape::kAuto) return "";
+  // A forced tile runs on the first backend that has it; flex problems run on the flex kernel.
+  if (problem.params.tile != TileShape::kAuto || needs_flex_kernel(problem)) return "";
   if (persistent_declines(problem, device)[0] == '\0') return "";
   if (resolved_tile(problem, device) != TileShape::kLarge) return "";
   return "leaves grids too small for its persistent kernel, where none of its small-grid tiles "
@@ -275,6 +276,7 @@ const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& dev
 }
 
 size_t sm90_workspace_bytes(const Problem& problem) {
+  if (needs_flex_kernel(problem)) return sm90_flex_workspace_bytes(problem);
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
 #if FLASHCORE_HAS_SM90
@@ -294,6 +296,7 @@ Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream)
   (void)stream;
   return {StatusCode::kUnsupported, "sm90 is not in this build"};
 #else
+  if (needs_flex_kernel(problem)) return launch_sm90_flex(problem, workspace, stream);
   cudaDeviceProp device{};
   if (Status s = current_device_properties(&device); !s.ok()) return s;
   if (const TileShape tile = resolved_tile(problem, device); tile != TileShape::kLarge) {

@@ -80,6 +80,7 @@ struct TileRing {
   static constexpr int kSlots = 2;
   struct SharedStorage {
     int index[kSlots];
+    int payload[kSlots];  // one int the producer tells about the tile (the flex kernel's steps)
     cutlass::arch::ClusterBarrier full[kSlots];   // lane 0 of the producer arrives
     cutlass::arch::ClusterBarrier empty[kSlots];  // every consumer thread arrives
   };
@@ -93,19 +94,21 @@ struct TileRing {
   }
   // The producer warp: waits for the slot's previous index to be read (a fresh barrier counts as
   // read), then lane 0 writes the index and arrives (release), which publishes it.
-  __device__ static void publish(SharedStorage& ring, int count, int index) {
+  __device__ static void publish(SharedStorage& ring, int count, int index, int payload = 0) {
     const int slot = count % kSlots;
     ring.empty[slot].wait(((count / kSlots) & 1) ^ 1);
     if (threadIdx.x % 32 == 0) {
       ring.index[slot] = index;
+      ring.payload[slot] = payload;
       ring.full[slot].arrive();
     }
   }
   // Every consumer thread: waits (acquire), reads, and frees the slot.
-  __device__ static int take(SharedStorage& ring, int count) {
+  __device__ static int take(SharedStorage& ring, int count, int* payload = nullptr) {
     const int slot = count % kSlots;
     ring.full[slot].wait((count / kSlots) & 1);
     const int index = ring.index[slot];
+    if (payload != nullptr) *payload = ring.payload[slot];
     ring.empty[slot].arrive();
     return index;
   }

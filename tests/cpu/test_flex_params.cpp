@@ -160,7 +160,14 @@ cudaDeviceProp hopper() {
   return d;
 }
 
-TEST(FlexBackends, Sm80RunsFlexAndEveryOtherBackendSaysWhere) {
+// Whether this build has the sm90 kernels (its reason says so otherwise).
+bool sm90_in_build() {
+  const detail::BackendEntry* sm90 = detail::find_backend(Backend::kSm90);
+  const std::string why = sm90->rejects(detail::make_problem(flex_params()), hopper());
+  return why.find("not in this build") == std::string::npos;
+}
+
+TEST(FlexBackends, Sm90AndSm80RunFlexAndEveryOtherBackendSaysWhere) {
   const detail::Problem problem = detail::make_problem(flex_params());
   size_t count = 0;
   const detail::BackendEntry* entries = detail::backend_entries(&count);
@@ -168,10 +175,49 @@ TEST(FlexBackends, Sm80RunsFlexAndEveryOtherBackendSaysWhere) {
     const std::string why = entries[i].rejects(problem, hopper());
     if (entries[i].backend == Backend::kSm80) {
       EXPECT_EQ(why, "");
+    } else if (entries[i].backend == Backend::kSm90) {
+      if (sm90_in_build()) EXPECT_EQ(why, "");
     } else if (why.find("not linked") == std::string::npos) {
-      EXPECT_NE(why.find("flex mods run on sm80 for now"), std::string::npos)
+      EXPECT_NE(why.find("flex mods run on the sm90 and sm80 backends"), std::string::npos)
           << entries[i].name << ": " << why;
     }
+  }
+}
+
+TEST(FlexBackends, Sm90SaysWhichFlexProblemsItCannotRun) {
+  if (!sm90_in_build()) GTEST_SKIP() << "sm90 flex test skipped: this build has no sm_90a";
+  struct Bad {
+    std::function<void(AttentionParams&)> mutate;
+    const char* message_names;
+  };
+  const Bad cases[] = {
+      {[](AttentionParams& p) {
+         p.head_dim = 256;
+         p.q.strides = bshd_strides(300, 4, 256);
+         p.k.strides = p.v.strides = bshd_strides(200, 2, 256);
+         p.o.strides = bshd_strides(300, 4, 256);
+       },
+       "head_dim up to 128"},
+      {[](AttentionParams& p) { p.num_splits = 4; }, "unsplit"},
+      {[](AttentionParams& p) { p.tile = TileShape::kSmall; }, "one tile"},
+      {[](AttentionParams& p) {
+         p.flex.block_mask = block_mask_for(p);
+         p.flex.block_mask.q_block_size = 32;
+       },
+       "q_block_size is a multiple of 64"},
+      {[](AttentionParams& p) {
+         p.flex.block_mask = block_mask_for(p);
+         p.flex.block_mask.kv_block_size = 64;
+       },
+       "kv_block_size a multiple of 128"},
+  };
+  const detail::BackendEntry* sm90 = detail::find_backend(Backend::kSm90);
+  ASSERT_NE(sm90, nullptr);
+  for (const Bad& c : cases) {
+    AttentionParams p = flex_params();
+    c.mutate(p);
+    const std::string why = sm90->rejects(detail::make_problem(p), hopper());
+    EXPECT_NE(why.find(c.message_names), std::string::npos) << why;
   }
 }
 

@@ -66,24 +66,29 @@ TEST(Varlen, DeviceArraysAreCheckedByCopy) {
       << unsorted.message;
 }
 
-// Dispatch only (the numbers are tests/gpu/test_flex_sm80.cpp's): auto runs varlen on sm80, and
-// every other backend names where it runs.
-TEST(Varlen, AutoRunsOnSm80AndEveryOtherBackendSaysWhere) {
+// Dispatch only (the numbers are tests/gpu/test_flex_sm80.cpp's and test_flex_sm90.cpp's): auto
+// runs varlen on sm90 on an sm_90 GPU and on sm80 elsewhere, and every other backend names where
+// it runs.
+TEST(Varlen, AutoRunsOnSm90OrSm80AndEveryOtherBackendSaysWhere) {
   FLASHCORE_REQUIRE_GPU();
   VarlenArrays arrays;
   const AttentionParams p = varlen_params(&arrays, {0, 0, 1, 8, 48}, {0, 3, 4, 11, 71});
   RunInfo info;
   const Status s = run(p, &info);
   ASSERT_TRUE(s.ok()) << s.message;
-  EXPECT_STREQ(info.provider, "sm80");
+  cudaDeviceProp device{};
+  ASSERT_EQ(cudaGetDeviceProperties(&device, 0), cudaSuccess);
+  const bool sm90 = device.major == 9 && device.minor == 0;
+  EXPECT_STREQ(info.provider, sm90 ? "sm90" : "sm80");
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   for (Backend b : backends()) {
-    if (b == Backend::kSm80) continue;
+    if (b == Backend::kSm80 || b == Backend::kSm90) continue;
     AttentionParams named = p;
     named.backend = b;
     const Status why = can_implement(named);
     EXPECT_EQ(why.code, StatusCode::kUnsupported) << backend_name(b) << ": " << why.message;
-    EXPECT_NE(why.message.find("varlen and flex mods run on sm80 for now"), std::string::npos)
+    EXPECT_NE(why.message.find("varlen and flex mods run on the sm90 and sm80 backends"),
+              std::string::npos)
         << backend_name(b) << ": " << why.message;
   }
 }

@@ -50,4 +50,12 @@ struct FlexResult {
 // and leave *result empty.
 void run_flex_case(const FlexCase& c, FlexResult* result);
 
+// A default case named name, edited by edit.
+FlexCase make_flex_case(std::string name, void (*edit)(FlexCase&));
+// The shared case list (flex_cases.cpp), on the default backend (sm80).
+std::vector<FlexCase> flex_cases();
+// Cases that must have rows that see no key (so that part of the check can fail).
+inline constexpr const char* kMaskedRowCases[] = {"documents_cross_masked_rows",
+                                                  "block_mask_random_empty_rows"};
+
 }  // namespace flashcore::testing

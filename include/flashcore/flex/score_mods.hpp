@@ -43,6 +43,8 @@ struct NoScoreMod {
   FLASHCORE_HOST_DEVICE T operator()(T score, int, int, int, int) const {
     return score;
   }
+  // Kernels then scale the score and nothing else (common/flex_scores.hpp).
+  FLASHCORE_HOST_DEVICE constexpr bool is_identity() const { return true; }
 };
 
 // score -> cap * tanh(score / cap), as the library's softcap option (Gemma 2). cap must be > 0;

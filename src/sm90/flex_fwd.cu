@@ -1,0 +1,172 @@
+// Host side of the sm90 flex path: THE sm90 flex instantiation list (dtype x head dim 64 / 128, the
+// built-in mods as runtime data), which problems it takes, its grid, and the launch.
+#include <algorithm>
+#include <cstdint>
+
+#include "common/device_properties.hpp"
+#include "common/flex_problem.hpp"
+#include "common/kernel_list.hpp"
+#include "common/launch_status.hpp"
+#include "common/pruning.hpp"
+#include "flashcore/varlen.hpp"
+#include "sm90/flex_fwd.hpp"
+#include "sm90/flex_launch.hpp"
+#include "sm90/kernel_view.hpp"
+
+namespace flashcore::detail {
+namespace {
+
+using sm90::FwdArgs;
+using sm90::GmemInput;
+using sm90::LaunchArgs;
+
+// The flex kernels' head dims; a smaller multiple of 8 runs on the next one up (zero-filled dims).
+constexpr int flex_head_dim(int64_t head_dim) {
+  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 0;
+}
+
+// The dynamic schedule's tile counter (FwdArgs::tile_counter).
+constexpr size_t kTileCounterBytes = 256;
+// A TMA descriptor's strides are at most 2^40 bytes.
+constexpr int64_t kMaxTmaStrideBytes = int64_t{1} << 40;
+
+bool stride_fits_tma(int64_t elements, int64_t extent) {
+  return extent <= 1 || (elements > 0 && elements * 2 < kMaxTmaStrideBytes);
+}
+
+// The sm90 flex instantiation list as KernelList sees it (common/kernel_list.hpp): the kernels
+// themselves are templates of sm90_flex_hd<D>.cu, reached through launch_flex_head_dim<D>.
+template <typename Element, int kHeadDim_>
+struct FlexKernel {
+  static constexpr int kHeadDim = kHeadDim_;
+};
+// fn(FlexKernel<Element, D>{}) for the flex instantiation of (dtype, head_dim) if this build has
+// it.
+template <typename Fn>
+bool with_flex_kernel(DType dtype, int64_t head_dim, Fn&& fn) {
+  return KernelList<FlexKernel, 64, 128>::with(dtype, flex_head_dim(head_dim), fn);
+}
+
+// The problem as the flex kernel indexes it: the dense view without decode's GQA packing (mods see
+// real query heads and rows), the packed tensors of a varlen batch as one sequence each, and the
+// persistent grid over (query block, head, sequence) tiles.
+LaunchArgs flex_plan(const Problem& problem, const cudaDeviceProp& device) {
+  const AttentionParams& a = problem.params;
+  LaunchArgs in = sm90::kernel_view(problem);
+  FwdArgs& p = in.args;
+  p.heads = static_cast<int>(a.heads_q);
+  p.kv_group = static_cast<int>(problem.group());
+  p.seqlen_q = static_cast<int>(a.seqlen_q);
+  p.o_seq = a.o.strides.seq;
+  p.o_head = a.o.strides.head;
+  in.q = GmemInput{a.q.data,
+                   static_cast<int>(a.seqlen_q),
+                   static_cast<int>(a.heads_q),
+                   a.q.strides.seq,
+                   a.q.strides.head,
+                   a.q.strides.batch};
+  const bool varlen = is_varlen(a);
+  if (varlen) {
+    // Batch strides are ignored for packed tensors; the descriptors (batch 1) still get valid ones.
+    in.q.batch_stride = a.seqlen_q * a.q.strides.seq;
+    in.k.batch_stride = a.seqlen_k * a.k.strides.seq;
+    in.v.batch_stride = a.seqlen_k * a.v.strides.seq;
+  }
+  const int64_t rows = varlen ? a.max_seqlen_q : a.seqlen_q;
+  p.num_m_blocks = static_cast<int>((rows + sm90::kFlexTileRows - 1) / sm90::kFlexTileRows);
+  p.num_splits = 1;
+  const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
+  // Heads per group as the dense plan: as many as keep their K and V within half of L2.
+  const int64_t keys = varlen ? a.max_seqlen_k : a.seqlen_k;
+  const int64_t kv_bytes_per_head =
+      std::max<int64_t>(1, 2 * keys * flex_head_dim(a.head_dim) * 2 / std::max(1, p.kv_group));
+  p.head_group = static_cast<int>(
+      std::clamp<int64_t>(int64_t{device.l2CacheSize} / 2 / kv_bytes_per_head, 1, pairs));
+  const int64_t tiles = pairs * p.num_m_blocks;
+  p.num_tiles = static_cast<int>(tiles);
+  in.num_ctas = static_cast<int>(std::min<int64_t>(tiles, device.multiProcessorCount));
+  in.dynamic = true;
+  in.cluster_ctas = 1;
+  return in;
+}
+
+}  // namespace
+
+const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& device) {
+  const AttentionParams& a = problem.params;
+  const int instantiated = flex_head_dim(a.head_dim);
+  if (instantiated == 0) {
+    return "runs varlen and flex problems with head_dim up to 128 (flex kernels for 64 and 128)";
+  }
+  if (const char* why = pruned_reason(a.q.dtype, instantiated); why[0] != '\0') return why;
+  if (a.num_splits > 1) return "runs varlen and flex problems unsplit; pass num_splits 0 or 1";
+  if (a.tile != TileShape::kAuto && a.tile != TileShape::kLarge) {
+    return "runs varlen and flex problems on one tile; pass tile auto or large";
+  }
+  const flex::BlockMask& m = a.flex.block_mask;
+  if (a.flex.has_block_mask() && (m.q_block_size % (sm90::kFlexTileRows / 2) != 0 ||
+                                  m.kv_block_size % sm90::kFlexTileKeys != 0)) {
+    return "runs BlockMasks whose q_block_size is a multiple of 64 and kv_block_size a multiple "
+           "of 128 (its 128-key tiles); backend sm80 (or auto) runs kv blocks of 64";
+  }
+  // The TMA reads Q, K and V through descriptors whose strides must be positive multiples of 16
+  // bytes below 2^40 (validation already asks for 16-byte alignment).
+  const bool varlen = is_varlen(a);
+  const InputTensor* inputs[] = {&a.q, &a.k, &a.v};
+  const int64_t seqlens[] = {a.seqlen_q, a.seqlen_k, a.seqlen_k};
+  const int64_t heads[] = {a.heads_q, a.heads_kv, a.heads_kv};
+  for (int i = 0; i < 3; ++i) {
+    const Strides& s = inputs[i]->strides;
+    if (!stride_fits_tma(s.seq, seqlens[i]) || !stride_fits_tma(s.head, heads[i]) ||
+        (!varlen && !stride_fits_tma(s.batch, a.batch))) {
+      return "needs Q, K and V strides that are positive and below 2^40 bytes (TMA descriptors)";
+    }
+  }
+#if FLASHCORE_HAS_SM90
+  int smem_bytes = 0;
+  if (!with_flex_kernel(a.q.dtype, a.head_dim, [&](auto kernel) {
+        smem_bytes = sm90::flex_smem_bytes_head_dim<decltype(kernel)::kHeadDim>(a.q.dtype ==
+                                                                                DType::kBFloat16);
+      })) {
+    return "has no flex kernel for this head_dim in this build";
+  }
+  if (static_cast<size_t>(smem_bytes) > device.sharedMemPerBlockOptin) {
+    return "needs more shared memory per block than this GPU allows for this head_dim";
+  }
+#else
+  (void)device;
+#endif
+  return "";
+}
+
+size_t sm90_flex_workspace_bytes(const Problem&) { return kTileCounterBytes; }
+
+Status launch_sm90_flex(const Problem& problem, void* workspace, cudaStream_t stream) {
+#if !FLASHCORE_HAS_SM90
+  (void)problem, (void)workspace, (void)stream;
+  return {StatusCode::kUnsupported, "sm90 is not in this build"};
+#else
+  cudaDeviceProp device{};
+  if (Status s = current_device_properties(&device); !s.ok()) return s;
+  LaunchArgs in = flex_plan(problem, device);
+  // The first wave takes tiles 0..num_ctas-1 by CTA index; the counter hands out the rest.
+  in.args.tile_counter = static_cast<int*>(workspace);
+  if (Status s = launch_status(cudaMemsetAsync(in.args.tile_counter, 0, sizeof(int), stream),
+                               "sm90 flex tile counter reset");
+      !s.ok()) {
+    return s;
+  }
+  const AttentionParams& a = problem.params;
+  sm90::BuiltinFlexArgs flex{builtin_mask(problem), builtin_score_mod(problem),
+                             problem.scale,         a.flex.block_mask,
+                             a.flex.sinks,          a.cu_seqlens_q,
+                             a.cu_seqlens_k};
+  cudaError_t launched = cudaErrorInvalidValue;
+  with_flex_kernel(a.q.dtype, a.head_dim, [&](auto kernel) {
+    launched = sm90::launch_flex_head_dim<decltype(kernel)::kHeadDim>(in, flex, stream);
+  });
+  return launch_status(launched, "sm90 flex_fwd_kernel");
+#endif
+}
+
+}  // namespace flashcore::detail

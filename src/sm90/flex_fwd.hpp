@@ -1,0 +1,19 @@
+// The sm90 backend's flex path (flex_kernel.cuh): varlen batches, the built-in mods, BlockMasks
+// and sinks on the persistent warp-specialized kernel. sm90_fwd.cu sends every problem that needs
+// it here (common/feature_gates.hpp); what it cannot run it rejects with a reason, and auto then
+// runs the problem on the sm80 flex kernel.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "common/problem.hpp"
+
+namespace flashcore::detail {
+
+const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& device);
+size_t sm90_flex_workspace_bytes(const Problem& problem);
+Status launch_sm90_flex(const Problem& problem, void* workspace, cudaStream_t stream);
+
+}  // namespace flashcore::detail

@@ -1,0 +1,212 @@
+// The sm90 flex kernel: the persistent, warp-specialized kernel of fwd_kernel.cuh (the same TMA
+// rings, tile scheduler, consumer mainloop and epilogue) over the key tiles of a block walk
+// (common/block_walk.hpp), with the mods applied on the way into the online softmax and the sink
+// added when it finishes:
+//  - the producer walks (flex_load.hpp) and leaves a step record with each K stage;
+//  - the consumers run MainloopMma::run_steps with FlexSteps (flex_steps.hpp): full tiles run no
+//    mask code, partial tiles call mask_mod per element, score_mod runs on every visible score;
+//  - varlen: tile (m, h, b) is rows [m * kBlockM, ...) of sequence b; tiles past the sequence are
+//    skipped by both sides; O and LSE ([Hq, total_q]) are stored for the sequence's rows only;
+//  - a row that sees nothing gets O = 0 and LSE = -inf (the sink's logit with sinks).
+// Templated on the mods, as the sm80 flex kernel: the library instantiates it with the built-ins
+// selected at run time. One tile shape (FlexTraits: 128 query rows, 128-key tiles), never split,
+// always the dynamic schedule (tiles differ in work).
+#pragma once
+
+#include <cutlass/arch/reg_reconfig.h>
+
+#include <algorithm>
+#include <new>
+
+#include "common/flex_sequence.hpp"
+#include "common/launch.hpp"
+#include "common/online_softmax.hpp"
+#include "sm90/epilogue.hpp"
+#include "sm90/flex_load.hpp"
+#include "sm90/flex_params.hpp"
+#include "sm90/flex_steps.hpp"
+#include "sm90/fwd_kernel.cuh"
+#include "sm90/launch.cuh"
+#include "sm90/launch_args.hpp"
+
+namespace flashcore::sm90 {
+
+// The flex tile at every head dim: two consumer warpgroups (128 rows, so a BlockMask query block
+// of a multiple of 64 rows covers each warpgroup's rows whole), 128-key tiles (a KV block must be
+// whole tiles), two K/V stages, the dense hd128 kernel's registers.
+template <typename Element, int kHeadDim>
+using FlexTraits =
+    KernelTraits<Element, kHeadDim, 1, TileConfig<128, kStages, 2, consumer_registers_for(2)>>;
+
+// Whether the score_mod changes nothing (at run time for the built-in one).
+template <typename ScoreMod>
+__device__ __forceinline__ bool identity_score_mod(const ScoreMod& score_mod) {
+  if constexpr (detail::HasIsIdentity<ScoreMod>::value) {
+    return score_mod.is_identity();
+  } else {
+    (void)score_mod;
+    return false;
+  }
+}
+
+template <typename Traits, typename Mask, typename ScoreMod>
+struct FlexStorage {
+  using Walk = detail::KvTileWalk<Traits::kBlockN>;
+  using TileState = typename FlexSteps<Traits, Mask, ScoreMod>::TileState;
+  typename Traits::SharedStorage base;
+  int steps[Traits::kStages];                            // FlexStep of each K stage
+  alignas(16) unsigned char walk[sizeof(Walk)];          // the producer's walk of its tile
+  alignas(16) unsigned char tile[2][sizeof(TileState)];  // each consumer warpgroup's tile state
+};
+
+template <typename Traits, typename Mask, typename ScoreMod>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    flex_fwd_kernel(const __grid_constant__ FlexParams<Traits, Mask, ScoreMod> fp) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(Traits::kConsumerWarpgroups == 2 && Traits::kClusterCtas == 1,
+                "FlexSteps and FlexStep::Rows assume two 64-row warpgroups, one CTA");
+  using Pipeline = typename Traits::Pipeline;
+  using PipelineQ = typename Traits::PipelineQ;
+  using Storage = FlexStorage<Traits, Mask, ScoreMod>;
+  using Steps = FlexSteps<Traits, Mask, ScoreMod>;
+  using TileState = typename Steps::TileState;
+  extern __shared__ __align__(1024) char smem_bytes[];
+  Storage& smem = *reinterpret_cast<Storage*>(smem_bytes);
+  const FwdArgs& a = fp.fwd.args;
+
+  const int warpgroup = cutlass::canonical_warp_group_idx();
+  const bool is_producer = warpgroup_role(warpgroup) == WarpgroupRole::kProducer;
+  const int warp_in_warpgroup = cutlass::canonical_warp_idx_sync() % 4;
+  const auto kv_params =
+      tma_pipeline_params<Pipeline>(is_producer, Traits::kConsumerThreads, Traits::kKVBytes);
+  Pipeline pipeline_k(smem.base.pipeline_k, kv_params, Shape<_1, _1, _1>{});
+  Pipeline pipeline_v(smem.base.pipeline_v, kv_params, Shape<_1, _1, _1>{});
+  PipelineQ pipeline_q(
+      smem.base.pipeline_q,
+      tma_pipeline_params<PipelineQ>(is_producer, Traits::kConsumerThreads, Traits::kQBytes),
+      Shape<_1, _1, _1>{});
+  if (threadIdx.x == 0) TileRing::init(smem.base.tiles, Traits::kConsumerThreads);
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  if (is_producer) {
+    cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
+    if (warp_in_warpgroup == 0) {
+      FlexLoad<Traits, Mask, ScoreMod, Storage>::run(fp, smem, pipeline_q, pipeline_k, pipeline_v);
+    }
+    return;
+  }
+
+  cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
+  using Mma = MainloopMma<Traits, Variant<false>>;
+  const int thread = threadIdx.x - kWarpgroupThreads;
+  Mma mma;
+  mma.warpgroup = warpgroup - 1;
+  mma.start_turns();
+  auto thr_qk = mma.mma_qk.get_slice(mma.warpgroup * kWarpgroupThreads);
+  auto thr_pv = mma.mma_pv.get_slice(mma.warpgroup * kWarpgroupThreads);
+  Tensor sQ = make_tensor(make_smem_ptr(smem.base.q.data()), typename Traits::SmemLayoutQ{});
+  Tensor sK = make_tensor(make_smem_ptr(smem.base.k.data()), typename Traits::SmemLayoutK{});
+  Tensor sVt = make_tensor(make_smem_ptr(smem.base.v.data()), typename Traits::SmemLayoutVt{});
+  Tensor tSrQ = thr_qk.partition_fragment_A(sQ);
+  Tensor tSrK = thr_qk.partition_fragment_B(sK);
+  Tensor tOrV = thr_pv.partition_fragment_B(sVt);
+  Tensor tOrO = partition_fragment_C(mma.mma_pv, select<0, 2>(typename Traits::TileShape{}));
+  TileState& tile_state = *reinterpret_cast<TileState*>(smem.tile[mma.warpgroup]);
+  const uint32_t wg_barrier = barrier_id(NamedBarrierId::kEpilogue0, mma.warpgroup);
+
+  typename Pipeline::PipelineState read_k, read_v;
+  typename PipelineQ::PipelineState read_q;
+  for (int tiles_taken = 0;; ++tiles_taken) {
+    int num_steps = 0;  // the producer's count of the tile's walk (kNoRows: nothing to do)
+    const int tile_index = TileRing::take(smem.base.tiles, tiles_taken, &num_steps);
+    if (tile_index >= a.num_tiles) break;
+    if (num_steps == kNoRows) continue;  // a varlen tile past its sequence
+    Tile tile = TileScheduler<1>::decode(a, tile_index);
+    const detail::FlexSequence seq = detail::flex_sequence(
+        fp.flex.cu_seqlens_q, fp.flex.cu_seqlens_k, tile.batch, a.seqlen_q, a.seqlen_k);
+    const int row0 = tile.m_block * Traits::kBlockM;
+    const int b = tile.batch, h = tile.head;
+
+    // The output view: a varlen sequence is batch 0 of tensors that start at its first row (LSE
+    // [Hq, total_q] at its first entry; a.seqlen_q, the total, stays LSE's row stride).
+    FwdArgs out = a;
+    if (fp.flex.cu_seqlens_q != nullptr) {
+      out.o = static_cast<typename Traits::Element*>(a.o) + seq.q_start * a.o_seq;
+      out.lse = a.lse != nullptr ? a.lse + seq.q_start : nullptr;
+      tile.batch = 0;
+    }
+    const bool sinks = fp.flex.sinks.enabled();
+    if (num_steps == 0) {
+      Epilogue<Traits>::store_empty_rows(out, tile, seq.seqlen_q,
+                                         sinks ? fp.flex.sinks.logit(h) : -INFINITY, mma.warpgroup,
+                                         thread);
+      continue;
+    }
+
+    // The tile's state (the mods bound to this sequence), in shared memory: the warpgroup's first
+    // thread writes it once every thread is past the previous tile.
+    cutlass::arch::NamedBarrier::sync(kWarpgroupThreads, wg_barrier);
+    if (thread % kWarpgroupThreads == 0) {
+      new (&tile_state) TileState{flex::bind_seqlens(fp.flex.mask, seq.seqlen_q, seq.seqlen_k),
+                                  flex::bind_seqlens(fp.flex.score_mod, seq.seqlen_q, seq.seqlen_k),
+                                  b,
+                                  h,
+                                  row0,
+                                  seq.seqlen_q,
+                                  seq.seqlen_k,
+                                  identity_score_mod(fp.flex.score_mod) && fp.flex.scale > 0.f};
+    }
+    cutlass::arch::NamedBarrier::sync(kWarpgroupThreads, wg_barrier);
+    Steps steps{smem.steps, tile_state, mma.warpgroup, fp.flex.scale};
+    pipeline_q.consumer_wait(read_q);
+    OnlineSoftmax<1> softmax;
+    mma.run_steps(steps, num_steps, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, softmax,
+                  pipeline_k, pipeline_v, read_k, read_v);
+    float inv_sum[1][2], lse[1][2];
+    const float factor = steps.exp_factor();
+    if (sinks) {
+      // The sink in the scores' units: its log2-domain value over the softmax's factor.
+      softmax.finalize_with_sink(factor, fp.flex.sinks.logit(h) * kLog2e / factor, inv_sum, lse);
+    } else {
+      softmax.finalize</*kFast=*/false>(factor, inv_sum, lse);
+    }
+    Epilogue<Traits>::store_normalized(
+        out, tile, seq.seqlen_q, mma.warpgroup, tOrO, inv_sum, lse, mma.mma_pv,
+        smem.base.q.data() + read_q.index() * Traits::kQTileElements);
+    cutlass::arch::fence_view_async_shared();
+    smem.base.pipeline_q.empty_barrier_[read_q.index()].arrive();
+    ++read_q;
+  }
+#endif
+}
+
+template <typename Traits, typename Mask, typename ScoreMod>
+constexpr int flex_smem_bytes() {
+  return static_cast<int>(sizeof(FlexStorage<Traits, Mask, ScoreMod>));
+}
+
+// The launch of one instantiation: TMA descriptors over the packed tensors (batch 1 for varlen),
+// the shared-memory limit, the persistent grid of in.num_ctas CTAs.
+template <typename Traits, typename Mask, typename ScoreMod>
+cudaError_t launch_flex_kernel(const LaunchArgs& in, const FlexArgs<Mask, ScoreMod>& flex,
+                               cudaStream_t stream) {
+  constexpr int kSmemBytes = flex_smem_bytes<Traits, Mask, ScoreMod>();
+  static_assert(kSmemBytes <= Traits::kSmemLimitBytes);
+  const auto kernel = flex_fwd_kernel<Traits, Mask, ScoreMod>;
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (configured != cudaSuccess) return configured;
+  // The descriptors see a varlen batch as one sequence of every packed row.
+  LaunchArgs tma = in;
+  if (flex.cu_seqlens_q != nullptr) tma.args.batch = 1;
+  FlexParams<Traits, Mask, ScoreMod> fp{make_fwd_params<Traits>(tma), flex};
+  fp.fwd.args = in.args;
+  detail::LaunchShape shape;
+  shape.grid = dim3(static_cast<unsigned>(in.num_ctas));
+  shape.threads = Traits::kThreads;
+  shape.smem_bytes = kSmemBytes;
+  return detail::launch_kernel(kernel, shape, stream, fp);
+}
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,209 @@
+// The flex kernel's producer: the dense producer's TMA rings (mainloop_load.hpp) fed from a block
+// walk (common/block_walk.hpp) instead of a contiguous range. Per tile it loads Q once, then K and
+// V of each step of the walk, and leaves with each K stage a step record (FlexStep) saying which
+// key tile it holds and how the consumers mask it; the tile's number of steps goes with its index
+// through the tile ring. The consumers never walk the lists themselves, so both sides agree on the
+// sequence by construction.
+//
+// Varlen: the descriptors describe the packed tensors (batch 1, every row); a sequence's tiles
+// start at its first row (domain_offset). A tile that runs past the sequence reads the next
+// sequence's rows (or zeros past the last row): the consumers hide those keys (kv >= seqlen_k is
+// never visible) and the epilogue stores no row past the sequence, so nothing of another sequence
+// reaches a visible score or an output.
+#pragma once
+
+#include <cutlass/arch/barrier.h>
+
+#include <new>
+
+#include "common/block_walk.hpp"
+#include "common/flex_sequence.hpp"
+#include "flashcore/flex/mask_mods.hpp"
+#include "flashcore/flex/mod_traits.hpp"
+#include "sm90/flex_params.hpp"
+#include "sm90/kernel_traits.hpp"
+#include "sm90/tile_scheduler.hpp"
+
+namespace flashcore::sm90 {
+
+// What the consumers do with the key tile of one step, packed in one int that rides with the K
+// stage: the tile index, whose rows it is for (a BlockMask with 64-row query blocks lists each
+// warpgroup's keys separately), and its masking.
+struct FlexStep {
+  enum Masking : int { kSkip = 0, kPartial = 1, kFull = 2, kClassify = 3 };  // kClassify: dense
+  enum Rows : int { kBoth = 0, kWarpgroup0 = 1, kWarpgroup1 = 2 };
+
+  __host__ __device__ static constexpr int pack(int tile, int rows, int masking) {
+    return tile << 4 | rows << 2 | masking;
+  }
+  __host__ __device__ static constexpr int tile(int step) { return step >> 4; }
+  __host__ __device__ static constexpr int rows(int step) { return (step >> 2) & 3; }
+  __host__ __device__ static constexpr int masking(int step) { return step & 3; }
+};
+
+// The record of walk step i. A BlockMask step is partial or full as listed (skipped past the
+// keys); a dense step is classified by each warpgroup for its own rows (FlexSteps).
+template <int kTileKeys>
+__device__ __forceinline__ int flex_step(const detail::KvTileWalk<kTileKeys>& walk, int i,
+                                         int seqlen_k) {
+  if (walk.num_lists == 0)
+    return FlexStep::pack(walk.tile_index(i), FlexStep::kBoth, FlexStep::kClassify);
+  const detail::KvTile t = walk.at(i, flex::NoMask{}, 0, 0, 0, 0, seqlen_k);
+  const int rows = t.rows_begin >= kRowsPerWarpgroup ? FlexStep::kWarpgroup1
+                   : t.rows_end <= kRowsPerWarpgroup ? FlexStep::kWarpgroup0
+                                                     : FlexStep::kBoth;
+  const int masking = t.masking == detail::TileMasking::kSkip      ? FlexStep::kSkip
+                      : t.masking == detail::TileMasking::kPartial ? FlexStep::kPartial
+                                                                   : FlexStep::kFull;
+  return FlexStep::pack(t.index, rows, masking);
+}
+
+// The walk of a tile (the producer's; the consumers learn its number of steps through the tile
+// ring, and a tile with none loads nothing).
+template <typename Traits, typename Mask, typename ScoreMod>
+__device__ __forceinline__ detail::KvTileWalk<Traits::kBlockN> flex_walk(
+    const FlexParams<Traits, Mask, ScoreMod>& fp, const Tile& tile,
+    const detail::FlexSequence& seq) {
+  const int row_begin = tile.m_block * Traits::kBlockM;
+  const int row_end = min(row_begin + Traits::kBlockM, seq.seqlen_q);
+  return detail::kv_tile_walk<Traits::kBlockN>(
+      fp.flex.block_mask, flex::bind_seqlens(fp.flex.mask, seq.seqlen_q, seq.seqlen_k), tile.batch,
+      tile.head, row_begin, row_end, seq.seqlen_k);
+}
+
+// The tile ring's payload for a varlen tile past its sequence (else the tile's number of steps).
+inline constexpr int kNoRows = -1;
+
+template <typename Traits, typename Mask, typename ScoreMod, typename Storage>
+struct FlexLoad {
+  using Pipeline = typename Traits::Pipeline;
+  using PipelineState = typename Pipeline::PipelineState;
+  using PipelineQ = typename Traits::PipelineQ;
+  using TileShape = typename Traits::TileShape;
+  using Walk = detail::KvTileWalk<Traits::kBlockN>;
+
+  // Called by all 32 lanes of the producer warp, as MainloopLoad::run.
+  __device__ static void run(const FlexParams<Traits, Mask, ScoreMod>& fp, Storage& smem,
+                             PipelineQ& pipeline_q, Pipeline& pipeline_k, Pipeline& pipeline_v) {
+    const FwdParams<Traits>& params = fp.fwd;
+    const FwdArgs& a = params.args;
+    const bool issuer = cute::elect_one_sync();
+    if (issuer) {
+      cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
+    }
+    const bool varlen = fp.flex.cu_seqlens_q != nullptr;
+    const int tma_batch = varlen ? 1 : a.batch;
+    const int heads_kv = a.heads / a.kv_group;
+    Tensor mQ = params.tma_q.get_tma_tensor(make_shape(a.seqlen_q, a.head_dim, a.heads, tma_batch));
+    Tensor mK =
+        params.tma_k.get_tma_tensor(make_shape(a.seqlen_k, a.head_dim, heads_kv, tma_batch));
+    Tensor mV =
+        params.tma_v.get_tma_tensor(make_shape(a.seqlen_k, a.head_dim, heads_kv, tma_batch));
+    Tensor sQ = make_tensor(make_smem_ptr(smem.base.q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(smem.base.k.data()), typename Traits::SmemLayoutK{});
+    Tensor sV = make_tensor(make_smem_ptr(smem.base.v.data()), typename Traits::SmemLayoutV{});
+    // The walk lives in shared memory: the producer runs on 24 registers.
+    Walk& walk = *reinterpret_cast<Walk*>(smem.walk);
+
+    typename PipelineQ::PipelineState write_q = cutlass::make_producer_start_state<PipelineQ>();
+    PipelineState write_k = cutlass::make_producer_start_state<Pipeline>();
+    PipelineState write_v = cutlass::make_producer_start_state<Pipeline>();
+    TileCursor<1> cursor;
+    for (int tile_index = cursor.first();; tile_index = cursor.next(a)) {
+      if (tile_index >= a.num_tiles) {
+        TileRing::publish(smem.base.tiles, cursor.taken, tile_index);  // the end
+        break;
+      }
+      const Tile tile = TileScheduler<1>::decode(a, tile_index);
+      const detail::FlexSequence seq = detail::flex_sequence(
+          fp.flex.cu_seqlens_q, fp.flex.cu_seqlens_k, tile.batch, a.seqlen_q, a.seqlen_k);
+      // The consumers learn every tile and its number of steps from here (kNoRows: a varlen
+      // tile past its sequence, which nobody computes).
+      if (tile.m_block * Traits::kBlockM >= seq.seqlen_q) {
+        TileRing::publish(smem.base.tiles, cursor.taken, tile_index, kNoRows);
+        continue;
+      }
+      __syncwarp();  // every lane is done with the previous tile's walk
+      if (threadIdx.x % 32 == 0) new (&walk) Walk(flex_walk(fp, tile, seq));
+      __syncwarp();
+      const int num_steps = walk.count();
+      TileRing::publish(smem.base.tiles, cursor.taken, tile_index, num_steps);
+      if (num_steps == 0) continue;  // the consumers write O = 0 without waiting for anything
+
+      const int tma_b = varlen ? 0 : tile.batch;
+      const int kv_head = tile.head / a.kv_group;
+      Tensor gQ =
+          local_tile(domain_offset(make_coord(seq.q_start, _0{}), mQ(_, _, tile.head, tma_b)),
+                     select<0, 2>(TileShape{}), make_coord(tile.m_block, _0{}));
+      Tensor gK = local_tile(domain_offset(make_coord(seq.k_start, _0{}), mK(_, _, kv_head, tma_b)),
+                             select<1, 2>(TileShape{}), make_coord(_, _0{}));
+      Tensor gV = local_tile(domain_offset(make_coord(seq.k_start, _0{}), mV(_, _, kv_head, tma_b)),
+                             select<1, 2>(TileShape{}), make_coord(_, _0{}));
+      auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                   group_modes<0, 2>(gQ));
+      auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                                   group_modes<0, 2>(gK));
+      auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
+                                   group_modes<0, 2>(gV));
+      auto& tKgK = get<0>(k_views);
+      auto& tKsK = get<1>(k_views);
+      auto& tVgV = get<0>(v_views);
+      auto& tVsV = get<1>(v_views);
+
+      // The step records, 32 at a time: lane j reads step (chunk + j) of the lists, so the walk's
+      // dependent global loads (a list entry per step) are one coalesced load per 32 steps
+      // instead of a round trip before each TMA issue.
+      int records = 0;
+      auto record_of = [&](int i) {
+        if (i % 32 == 0) {
+          const int mine = i + static_cast<int>(threadIdx.x % 32);
+          records = mine < num_steps ? flex_step(walk, mine, seq.seqlen_k) : 0;
+        }
+        return __shfl_sync(0xffffffffu, records, i % 32);
+      };
+      // K of step i, with its record: written by the thread that arrives on the stage's full
+      // barrier (threadIdx.x 0, the pipeline's leader), after the stage is free and before that
+      // arrival (a release), so a consumer that waited for the stage reads this step's record.
+      auto load_k = [&](int step) {
+        smem.base.pipeline_k.empty_barrier_[write_k.index()].wait(write_k.phase());
+        if (threadIdx.x == 0) smem.steps[write_k.index()] = step;
+        pipeline_k.producer_acquire(write_k);
+        if (issuer) {
+          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_k), 0),
+               tKgK(_, FlexStep::tile(step)), tKsK(_, write_k.index()));
+        }
+        ++write_k;
+      };
+      auto load_v = [&](int step) {
+        pipeline_v.producer_acquire(write_v);
+        if (issuer) {
+          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_v), 0),
+               tVgV(_, FlexStep::tile(step)), tVsV(_, write_v.index()));
+        }
+        ++write_v;
+      };
+
+      int step = record_of(0);
+      load_k(step);
+      pipeline_q.producer_acquire(write_q);
+      if (issuer) {
+        copy(params.tma_q.with(*pipeline_q.producer_get_barrier(write_q), 0), get<0>(q_views),
+             get<1>(q_views)(_, write_q.index()));
+      }
+      ++write_q;
+      load_v(step);
+      for (int i = 1; i < num_steps; ++i) {
+        step = record_of(i);
+        load_k(step);
+        load_v(step);
+      }
+    }
+    pipeline_q.producer_tail(write_q);
+    pipeline_k.producer_tail(write_k);
+    pipeline_v.producer_tail(write_v);
+  }
+};
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,36 @@
+// What the sm90 flex kernel receives: the dense kernel's parameters (sizes, outputs, the persistent
+// schedule, the TMA descriptors) plus FlexArgs: the mods, the BlockMask, sinks and varlen arrays.
+// One __grid_constant__ struct: the mods are read from parameter space, never copied to registers
+// whole. FlexArgs is plain host data, so the host side (flex_fwd.cu) needs no CuTe.
+#pragma once
+
+#include <cstdint>
+
+#include "flashcore/flex/block_mask_layout.hpp"
+#include "flashcore/flex/sinks.hpp"
+#include "sm90/fwd_params.hpp"
+
+namespace flashcore::sm90 {
+
+template <typename Mask, typename ScoreMod>
+struct FlexArgs {
+  Mask mask;                   // mask_mod, bound to each sequence's lengths in the kernel
+  ScoreMod score_mod;          // on the scaled score, natural-log domain
+  float scale;                 // softmax scale
+  flex::BlockMask block_mask;  // kv_num_blocks null: every tile of the mask's key range
+  flex::AttentionSinks sinks;
+  // Varlen (AttentionParams' meaning), or null.
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+};
+
+template <typename Traits, typename Mask, typename ScoreMod>
+struct FlexParams {
+  // args.heads are the query heads (no decode packing: mods see real heads and rows); seqlen_q/k
+  // are the packed totals of a varlen batch, whose TMA descriptors have batch 1. args.mask,
+  // softcap and prescale are unused (the mods carry them); num_splits is 1.
+  FwdParams<Traits> fwd;
+  FlexArgs<Mask, ScoreMod> flex;
+};
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,144 @@
+// The flex kernel's steps for MainloopMma::run_steps: the two-level mask and the score_mod on a
+// consumer warpgroup's S accumulator. Each warp's part of the m64 x kBlockN accumulator is the
+// m16 x kBlockN fragment of common/flex_scores.hpp (shared with sm80), whose visible_elements
+// gives the visibility bits, in halves of 64 keys, one 32-bit word each; the scores are written
+// through the tensor here (flex_scores.hpp's meaning).
+//   - begin(): after the S GEMM of a step is issued (so the mask's loads and integer math run
+//     under the tensor cores), read the step's record (FlexStep, left by the producer with the K
+//     stage) and compute which elements are visible: none for a step that is not for this
+//     warpgroup's rows or lies past the keys, only the sequences' ends for a full tile, mask_mod
+//     per element for a partial one. A dense walk's tile is classified here by the mask's
+//     block_visibility for this warpgroup's 64 rows.
+//   - score(): x = visible ? score_mod(s * scale) * log2(e) : -inf, so exp_factor() is 1. Without
+//     a score_mod (and a positive scale) scores stay raw dot products and the softmax folds
+//     scale * log2(e) into its exp2, as in the dense kernel: a full tile inside the sequences then
+//     costs nothing here, and a partial one a select per element.
+#pragma once
+
+#include <cstdint>
+
+#include "common/flex_scores.hpp"
+#include "flashcore/flex/mod_traits.hpp"
+#include "sm90/epilogue.hpp"
+#include "sm90/flex_load.hpp"
+#include "sm90/kernel_traits.hpp"
+
+namespace flashcore::sm90 {
+
+template <typename Traits, typename Mask, typename ScoreMod>
+struct FlexSteps {
+  static constexpr int kHalves = 2;
+  static constexpr int kHalfKeys = Traits::kBlockN / kHalves;
+  static constexpr int kHalfTiles = kHalfKeys / 8;  // m16n8 tiles per half
+  static_assert(kHalfTiles * 4 <= 32, "a half's elements fit one visibility word");
+
+  struct Step {
+    uint32_t bits[kHalves][1];
+    int key0;
+  };
+
+  // What the steps of one tile need, per consumer warpgroup in shared memory (written by its
+  // first thread at the tile's start): the loop keeps O, S and P in registers and has none to
+  // spare for these, so they are read where used.
+  struct TileState {
+    Mask mask;  // bound to the sequence
+    ScoreMod score_mod;
+    int b, h;
+    int row0;  // the tile's first row, in the sequence's indices
+    int seqlen_q, seqlen_k;
+    bool fold_scale;  // no score_mod and scale > 0: raw scores, exp_factor() = scale * log2(e)
+  };
+
+  const int* records;  // FlexStep per K stage (shared memory)
+  const TileState& tile;
+  int warpgroup;
+  const float& scale;  // in parameter space
+
+  // This thread's index among the consumers, read anew (Epilogue::thread_index_here says why).
+  __device__ static int consumer_thread() { return Epilogue<Traits>::thread_index_here(); }
+  __device__ detail::FragmentPlace place(int key0) const {
+    const int thread = consumer_thread();
+    return {tile.b,        tile.h,     tile.row0 + thread / 32 * 16, key0, tile.seqlen_q,
+            tile.seqlen_k, thread % 32};
+  }
+
+  __device__ __forceinline__ Step begin(int /*i*/, int stage) const {
+    const int record = records[stage];
+    Step step;
+    step.key0 = FlexStep::tile(record) * Traits::kBlockN;
+    const int rows = FlexStep::rows(record);
+    int masking = FlexStep::masking(record);
+    if (rows != FlexStep::kBoth && rows != warpgroup + 1) masking = FlexStep::kSkip;
+    const int wg_row0 = tile.row0 + warpgroup * kRowsPerWarpgroup;
+    if (wg_row0 >= tile.seqlen_q) masking = FlexStep::kSkip;  // this warpgroup has no rows here
+    if (masking == FlexStep::kClassify) {
+      const int kv_end = min(step.key0 + Traits::kBlockN, tile.seqlen_k);
+      const int q_end = min(wg_row0 + kRowsPerWarpgroup, tile.seqlen_q);
+      switch (
+          flex::block_visibility(tile.mask, tile.b, tile.h, wg_row0, q_end, step.key0, kv_end)) {
+        case BlockVisibility::kEmpty:
+          masking = FlexStep::kSkip;
+          break;
+        case BlockVisibility::kFull:
+          masking = FlexStep::kFull;
+          break;
+        default:
+          masking = FlexStep::kPartial;
+          break;
+      }
+    }
+    if (masking == FlexStep::kSkip || step.key0 >= tile.seqlen_k) {
+#pragma unroll
+      for (int half = 0; half < kHalves; ++half) step.bits[half][0] = 0u;
+      return step;
+    }
+    const detail::TileMasking tile_masking =
+        masking == FlexStep::kFull ? detail::TileMasking::kFull : detail::TileMasking::kPartial;
+#pragma unroll
+    for (int half = 0; half < kHalves; ++half) {
+      detail::visible_elements<Mask, 1, kHalfTiles>(
+          tile_masking, tile.mask, place(step.key0 + half * kHalfKeys), step.bits[half]);
+    }
+    return step;
+  }
+
+  // Register i of the accumulator (AccumulatorCoords): n tile i / 4, row half (i / 2) % 2, column
+  // i % 2; its bit in its key half's word is visible_elements' (row half * kHalfTiles + n tile
+  // within the half) * 2 + column. Indexed through the tensor with constant indices only, so S
+  // stays in registers (a pointer into it put S in local memory).
+  __device__ static constexpr int bit_of(int i) {
+    return ((i / 2) % 2 * kHalfTiles + (i / 4) % kHalfTiles) * 2 + i % 2;
+  }
+
+  template <typename ScoreTensor>
+  __device__ __forceinline__ void score(const Step& step, ScoreTensor& s) const {
+    constexpr int kPerHalf = kHalfTiles * 4;
+    if (tile.fold_scale) {
+#pragma unroll
+      for (int half = 0; half < kHalves; ++half) {
+        const uint32_t bits = step.bits[half][0];
+        if (bits == ~0u) continue;
+#pragma unroll
+        for (int j = 0; j < kPerHalf; ++j) {
+          const int i = half * kPerHalf + j;
+          s(i) = (bits >> bit_of(i)) & 1u ? s(i) : -INFINITY;
+        }
+      }
+      return;
+    }
+    // x = visible ? score_mod(s * scale) * log2(e) : -inf (common/flex_scores.hpp's meaning).
+    const int thread = consumer_thread();
+    const int q0 = tile.row0 + thread / 32 * 16 + thread % 32 / 4;
+    const int kv0 = step.key0 + 2 * (thread % 4);
+#pragma unroll
+    for (int i = 0; i < kHalves * kPerHalf; ++i) {
+      const bool visible = (step.bits[i / kPerHalf][0] >> bit_of(i)) & 1u;
+      const int q = q0 + 8 * ((i / 2) % 2);
+      const int kv = kv0 + 8 * (i / 4) + i % 2;
+      s(i) = visible ? tile.score_mod(s(i) * scale, tile.b, tile.h, q, kv) * kLog2e : -INFINITY;
+    }
+  }
+  __device__ float exp_factor() const { return tile.fold_scale ? scale * kLog2e : 1.f; }
+};
+
+}  // namespace flashcore::sm90

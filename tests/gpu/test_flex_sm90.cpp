@@ -1,0 +1,94 @@
+// The sm90 flex kernels against the float64 flex reference evaluating the same functors, on the
+// shared case list (tests/support/flex_cases.cpp, which test_flex_sm80.cpp runs on sm80): fresh
+// random inputs every run (the seed is printed on failure), NaN-poisoned outputs, fully masked rows
+// checked to give O = 0 and the reference's LSE. Skips loudly unless the GPU is an sm_90 one.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+
+#include "reference/tolerance.hpp"
+#include "tests/support/attention_case.hpp"
+#include "tests/support/flex_case.hpp"
+
+namespace flashcore::testing {
+namespace {
+
+#define FLASHCORE_REQUIRE_SM90_GPU()                                                           \
+  do {                                                                                         \
+    FLASHCORE_REQUIRE_GPU();                                                                   \
+    cudaDeviceProp device{};                                                                   \
+    ASSERT_EQ(cudaGetDeviceProperties(&device, 0), cudaSuccess);                               \
+    if (device.major != 9 || device.minor != 0) {                                              \
+      GTEST_SKIP() << "sm90 flex test skipped: the GPU is sm_" << device.major << device.minor \
+                   << ", not sm_90";                                                           \
+    }                                                                                          \
+  } while (0)
+
+// The case on sm90. Its kernel tiles are 128 keys, so BlockMasks of 64-key blocks (which it
+// rejects, CPU test FlexBackends.Sm90SaysWhichFlexProblemsItCannotRun) run with 128-key blocks
+// here; 64-row query blocks stay (each warpgroup walks its own block's lists).
+FlexCase on_sm90(FlexCase c) {
+  c.backend = Backend::kSm90;
+  if (c.block_mask != BlockMaskKind::kNone && c.kv_block % 128 != 0) c.kv_block = 128;
+  return c;
+}
+
+class FlexSm90 : public ::testing::TestWithParam<FlexCase> {};
+
+TEST_P(FlexSm90, MatchesFloat64Reference) {
+  FLASHCORE_REQUIRE_SM90_GPU();
+  const FlexCase c = on_sm90(GetParam());
+  FlexResult r;
+  run_flex_case(c, &r);
+  if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(r.provider, "sm90");
+  EXPECT_EQ(r.nan_count, 0);
+  EXPECT_LE(r.rel_l2, reference::parity_tolerance(c.dtype));
+  EXPECT_LE(r.lse_max_abs, kLseTolerance);
+  EXPECT_EQ(r.masked_row_errors, 0) << "of " << r.masked_rows << " fully masked rows";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FlexSm90, ::testing::ValuesIn(flex_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Cases with fully masked rows must have some on sm90 too, or that part of the test cannot fail.
+TEST(FlexSm90MaskedRows, CasesThatPromiseMaskedRowsHaveThem) {
+  FLASHCORE_REQUIRE_SM90_GPU();
+  for (const char* name : kMaskedRowCases) {
+    for (const FlexCase& c : flex_cases()) {
+      if (c.name != name) continue;
+      FlexResult r;
+      run_flex_case(on_sm90(c), &r);
+      if (::testing::Test::HasFatalFailure()) return;
+      EXPECT_EQ(r.provider, "sm90") << name;
+      EXPECT_GT(r.masked_rows, 0) << name;
+      EXPECT_EQ(r.masked_row_errors, 0) << name;
+    }
+  }
+}
+
+// auto runs flex problems on sm90 where its flex kernel takes them, and on sm80 where it does not
+// (a BlockMask of 64-key blocks).
+TEST(FlexSm90Auto, AutoRunsFlexOnSm90AndFallsBackToSm80) {
+  FLASHCORE_REQUIRE_SM90_GPU();
+  FlexCase documents = make_flex_case("auto_documents", [](FlexCase& f) { f.doc_span = 30; });
+  documents.backend = Backend::kAuto;
+  FlexCase blocks_of_64 = make_flex_case("auto_kv_blocks_of_64", [](FlexCase& f) {
+    f.doc_span = 30, f.block_mask = BlockMaskKind::kFromMask, f.q_block = f.kv_block = 64;
+  });
+  blocks_of_64.backend = Backend::kAuto;
+  for (const auto& [c, provider] :
+       {std::pair{documents, "sm90"}, std::pair{blocks_of_64, "sm80"}}) {
+    FlexResult r;
+    run_flex_case(c, &r);
+    if (::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(r.provider, provider) << c.name;
+    EXPECT_EQ(r.nan_count, 0) << c.name;
+    EXPECT_LE(r.rel_l2, reference::parity_tolerance(c.dtype)) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace flashcore::testing

@@ -1,0 +1,141 @@
+// The flex kernels' shared case list (tests/gpu/test_flex_sm80.cpp and test_flex_sm90.cpp run
+// every case on their backend): every built-in mod and combinations, BlockMasks (built from the
+// mask, and random ones with empty rows and unsorted lists), partial tail blocks, document
+// boundaries inside blocks, fully masked rows, sinks, GQA, head dims 64 / 128 and rounded ones,
+// varlen batches with lengths 0, 1, 7 and long sequences, and grids of more tiles than SMs.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/support/flex_case.hpp"
+
+namespace flashcore::testing {
+
+FlexCase make_flex_case(std::string name, void (*edit)(FlexCase&)) {
+  FlexCase c;
+  c.name = std::move(name);
+  edit(c);
+  return c;
+}
+
+std::vector<FlexCase> flex_cases() {
+  std::vector<FlexCase> cases = {
+      make_flex_case("sinks_only_fp16",
+                     [](FlexCase& c) { c.dtype = DType::kFloat16, c.sinks = true; }),
+      make_flex_case("sinks_causal_gqa",
+                     [](FlexCase& c) {
+                       c.sinks = true, c.causal = true, c.heads_q = 4, c.heads_kv = 1,
+                       c.seqlen_q = 200;
+                       c.seqlen_k = 200;
+                     }),
+      make_flex_case("documents",
+                     [](FlexCase& c) { c.doc_span = 40, c.seqlen_q = c.seqlen_k = 300; }),
+      make_flex_case("documents_causal_fp16",
+                     [](FlexCase& c) {
+                       c.dtype = DType::kFloat16, c.doc_span = 40, c.causal = true, c.batch = 2;
+                       c.seqlen_q = c.seqlen_k = 257;
+                     }),
+      // Separate q and k documents: queries whose document has no key are fully masked rows.
+      make_flex_case("documents_cross_masked_rows",
+                     [](FlexCase& c) { c.doc_span = 20, c.seqlen_q = 150, c.seqlen_k = 190; }),
+      make_flex_case("prefix_lm",
+                     [](FlexCase& c) { c.prefix = 150, c.seqlen_q = c.seqlen_k = 300; }),
+      make_flex_case("alibi_causal_fp16",
+                     [](FlexCase& c) {
+                       c.dtype = DType::kFloat16, c.alibi = true, c.causal = true, c.heads_q = 4;
+                       c.heads_kv = 2, c.seqlen_q = 100, c.seqlen_k = 260;
+                     }),
+      make_flex_case("relative_bias",
+                     [](FlexCase& c) { c.bias_distance = 300, c.seqlen_q = c.seqlen_k = 300; }),
+      make_flex_case("relative_bias_clipped",
+                     [](FlexCase& c) { c.bias_distance = 17, c.seqlen_k = 333; }),
+      make_flex_case("alibi_softcap_window",
+                     [](FlexCase& c) {
+                       c.alibi = true, c.softcap = 5.f, c.window_left = 70, c.window_right = 10;
+                       c.seqlen_q = c.seqlen_k = 320;
+                     }),
+      make_flex_case("everything_hd64",
+                     [](FlexCase& c) {
+                       c.head_dim = 64, c.doc_span = 60, c.causal = true, c.alibi = true,
+                       c.bias_distance = 64;
+                       c.softcap = 8.f, c.sinks = true, c.seqlen_q = c.seqlen_k = 300,
+                       c.heads_q = 4;
+                     }),
+      make_flex_case("rounded_hd40_fp16",
+                     [](FlexCase& c) {
+                       c.dtype = DType::kFloat16, c.head_dim = 40, c.alibi = true, c.seqlen_q = 90;
+                       c.seqlen_k = 150;
+                     }),
+      make_flex_case("rounded_hd96",
+                     [](FlexCase& c) { c.head_dim = 96, c.prefix = 40, c.seqlen_q = 130; }),
+      // BlockMasks: from the mask (tails partial or full, 64/128 blocks), and random lists.
+      make_flex_case("block_mask_causal_documents_128",
+                     [](FlexCase& c) {
+                       c.doc_span = 50, c.causal = true, c.block_mask = BlockMaskKind::kFromMask;
+                       c.seqlen_q = c.seqlen_k = 300;
+                     }),
+      make_flex_case("block_mask_documents_64_fp16",
+                     [](FlexCase& c) {
+                       c.dtype = DType::kFloat16, c.doc_span = 30,
+                       c.block_mask = BlockMaskKind::kFromMask;
+                       c.q_block = c.kv_block = 64, c.seqlen_q = 250, c.seqlen_k = 250, c.batch = 2;
+                     }),
+      make_flex_case("block_mask_q64_kv128_window",
+                     [](FlexCase& c) {
+                       c.window_left = 100, c.window_right = 0,
+                       c.block_mask = BlockMaskKind::kFromMask;
+                       c.q_block = 64, c.kv_block = 128, c.seqlen_q = 200, c.seqlen_k = 333;
+                     }),
+      make_flex_case("block_mask_random_empty_rows",
+                     [](FlexCase& c) {
+                       c.block_mask = BlockMaskKind::kRandom, c.q_block = 64, c.kv_block = 64;
+                       c.seqlen_q = 300, c.seqlen_k = 270, c.doc_span = 25;
+                     }),
+      make_flex_case("block_mask_random_sinks_gqa_fp16",
+                     [](FlexCase& c) {
+                       c.dtype = DType::kFloat16, c.block_mask = BlockMaskKind::kRandom,
+                       c.sinks = true;
+                       c.heads_q = 4, c.heads_kv = 2, c.seqlen_q = 260, c.seqlen_k = 400,
+                       c.alibi = true;
+                     }),
+      // Varlen: lengths 0, 1, 7 and a long sequence, k lengths of their own (one empty).
+      make_flex_case("varlen",
+                     [](FlexCase& c) {
+                       c.lengths_q = {0, 1, 7, 700}, c.lengths_k = {5, 1, 7, 650};
+                     }),
+      make_flex_case(
+          "varlen_causal_gqa_softcap_fp16",
+          [](FlexCase& c) {
+            c.dtype = DType::kFloat16, c.causal = true, c.softcap = 10.f, c.heads_q = 6;
+            c.heads_kv = 2, c.lengths_q = {7, 0, 1, 513, 64}, c.lengths_k = {7, 3, 0, 513, 200};
+          }),
+      make_flex_case("varlen_window_alibi_sinks_hd64",
+                     [](FlexCase& c) {
+                       c.head_dim = 64, c.window_left = 50, c.window_right = 0, c.alibi = true,
+                       c.sinks = true;
+                       c.lengths_q = {1, 7, 300, 0}, c.lengths_k = {1, 9, 300, 4};
+                     }),
+      make_flex_case("varlen_prefix_lm",
+                     [](FlexCase& c) {
+                       c.prefix = 100, c.lengths_q = {200, 7, 1}, c.lengths_k = {200, 7, 1};
+                     }),
+      // Many tiles per CTA (more tiles than SMs: the persistent kernels' tile rings and the
+      // dynamic schedule wrap around), documents with boundaries inside blocks, a causal
+      // BlockMask with tail blocks.
+      make_flex_case("many_tiles_causal_documents_hd64",
+                     [](FlexCase& c) {
+                       c.head_dim = 64, c.batch = 3, c.heads_q = 16, c.heads_kv = 4;
+                       c.seqlen_q = c.seqlen_k = 520, c.doc_span = 90, c.causal = true;
+                       c.block_mask = BlockMaskKind::kFromMask;
+                     }),
+      make_flex_case("many_tiles_varlen_causal",
+                     [](FlexCase& c) {
+                       c.causal = true, c.heads_q = 8, c.heads_kv = 8;
+                       c.lengths_q = {0, 1, 7, 1100, 130, 0, 900, 250, 129, 128, 64, 1000, 3};
+                       c.lengths_k = c.lengths_q;
+                     }),
+  };
+  return cases;
+}
+
+}  // namespace flashcore::testing
