@@ -15,17 +15,19 @@ mkdir -p "$out"
 # split-KV and combine; the scheduler case runs the CTA-pair (K/V multicast) kernel with fewer
 # tiles than clusters (and 192-row blocks that cannot pair, with GQA); CreateBlockMask runs the BlockMask builder; the sm80 head-dim cases run
 # every sm80 instantiation (and rounded head dims) on both tiles; the flex cases run the sm80
-# flex kernel; the backward cases run the sm80 backward.
+# and sm90 flex kernels; the backward cases run the sm80 and sm90 backwards.
 filter='*Sm90HeadDimTest*'
 for d in 32 40 64 72 96 128 160 192 200 224 256; do filter+="/*_d${d}_*:*Sm90HeadDimTest*"; done
 filter="${filter%:\*Sm90HeadDimTest\*}"
 filter+=':*BackendTest*/fp16_b2_sq128_sk128_hq4_hkv4_d*:*SplitKvTest*/*sq512_sk512*splits3'
 filter+=':*DependentLaunch*:*Sm90SchedulerTest*/*sq700*:*Sm90SchedulerTest*/*sq500*:*CreateBlockMask*'
 filter+=':*Sm80HeadDimTest*/fp16_b2_sq7_sk127*'
-# The sm80 flex kernel (every built-in mod, BlockMask, varlen, sinks) and the varlen oracle.
-filter+=':*FlexSm80*:*GpuOracleVarlen*'
-# The sm80 backward (docs/backward.md): both head dims and dtypes, tails, masks, softcap, strides,
-# and a deterministic case (its semaphores).
+# The sm80 and sm90 flex kernels (every built-in mod, BlockMask, varlen, sinks) and the varlen
+# oracle.
+filter+=':*FlexSm80*:*FlexSm90*:*GpuOracleVarlen*'
+# The backward (docs/backward.md), each case on the sm80 and the sm90 backward: both head dims and
+# dtypes, tails, masks, softcap, strides, and a deterministic case (its semaphores); sm90 refuses
+# the last two, which then run on sm80.
 filter+=':*BackwardTest*/fp16_b2_sq127_sk7_*:*BackwardTest*/bf16_b2_sq7_sk1000_*'
 filter+=':*BackwardTest*/*causal_bhsd:*BackwardTest*/bf16_*softcap2_scaled'
 filter+=':*BackwardTest*/fp16_*d64_causal_deterministic'
