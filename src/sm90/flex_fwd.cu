@@ -12,6 +12,7 @@
 #include "sm90/flex_fwd.hpp"
 #include "sm90/flex_launch.hpp"
 #include "sm90/kernel_view.hpp"
+#include "sm90/tma_strides.hpp"
 
 namespace flashcore::detail {
 namespace {
@@ -27,13 +28,6 @@ constexpr int flex_head_dim(int64_t head_dim) {
 
 // The dynamic schedule's tile counter (FwdArgs::tile_counter).
 constexpr size_t kTileCounterBytes = 256;
-// A TMA descriptor's strides are at most 2^40 bytes.
-constexpr int64_t kMaxTmaStrideBytes = int64_t{1} << 40;
-
-bool stride_fits_tma(int64_t elements, int64_t extent) {
-  return extent <= 1 || (elements > 0 && elements * 2 < kMaxTmaStrideBytes);
-}
-
 // The sm90 flex instantiation list as KernelList sees it (common/kernel_list.hpp): the kernels
 // themselves are templates of sm90_flex_hd<D>.cu, reached through launch_flex_head_dim<D>.
 template <typename Element, int kHeadDim_>
@@ -109,19 +103,7 @@ const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
     return "runs BlockMasks whose q_block_size is a multiple of 64 and kv_block_size a multiple "
            "of 128 (its 128-key tiles); backend sm80 (or auto) runs kv blocks of 64";
   }
-  // The TMA reads Q, K and V through descriptors whose strides must be positive multiples of 16
-  // bytes below 2^40 (validation already asks for 16-byte alignment).
-  const bool varlen = is_varlen(a);
-  const InputTensor* inputs[] = {&a.q, &a.k, &a.v};
-  const int64_t seqlens[] = {a.seqlen_q, a.seqlen_k, a.seqlen_k};
-  const int64_t heads[] = {a.heads_q, a.heads_kv, a.heads_kv};
-  for (int i = 0; i < 3; ++i) {
-    const Strides& s = inputs[i]->strides;
-    if (!stride_fits_tma(s.seq, seqlens[i]) || !stride_fits_tma(s.head, heads[i]) ||
-        (!varlen && !stride_fits_tma(s.batch, a.batch))) {
-      return "needs Q, K and V strides that are positive and below 2^40 bytes (TMA descriptors)";
-    }
-  }
+  if (const char* why = sm90::qkv_tma_rejects(a, /*packed=*/is_varlen(a))) return why;
 #if FLASHCORE_HAS_SM90
   int smem_bytes = 0;
   if (!with_flex_kernel(a.q.dtype, a.head_dim, [&](auto kernel) {

@@ -10,6 +10,7 @@
 #include "common/pruning.hpp"
 #include "sm80/bwd_workspace.hpp"
 #include "sm90/sm90_bwd.hpp"
+#include "sm90/tma_strides.hpp"
 
 namespace flashcore::detail {
 namespace {
@@ -17,16 +18,6 @@ namespace {
 // Sizes stay in int inside the kernel: row + seqlen_k + window + 1 must not overflow.
 constexpr int64_t kMaxSeqlen = int64_t{1} << 29;
 constexpr int64_t kMaxGridYZ = 65535;  // kv heads go to gridDim.y, batch to z
-constexpr int64_t kMaxTmaStrideBytes = int64_t{1} << 40;
-
-// TMA descriptors need positive strides below 2^40 bytes (validation asks 16-byte alignment).
-bool stride_fits_tma(int64_t elements, int64_t extent) {
-  return extent <= 1 || (elements > 0 && elements * 2 < kMaxTmaStrideBytes);
-}
-bool strides_fit_tma(const Strides& s, int64_t seqlen, int64_t heads, int64_t batch) {
-  return stride_fits_tma(s.seq, seqlen) && stride_fits_tma(s.head, heads) &&
-         stride_fits_tma(s.batch, batch);
-}
 
 }  // namespace
 
@@ -54,10 +45,10 @@ const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDevi
   if (a.heads_kv > kMaxGridYZ || a.batch > kMaxGridYZ) {
     return "supports batch and heads_kv up to 65535";
   }
-  if (!strides_fit_tma(a.q.strides, a.seqlen_q, a.heads_q, a.batch) ||
-      !strides_fit_tma(a.d_o.strides, a.seqlen_q, a.heads_q, a.batch) ||
-      !strides_fit_tma(a.k.strides, a.seqlen_k, a.heads_kv, a.batch) ||
-      !strides_fit_tma(a.v.strides, a.seqlen_k, a.heads_kv, a.batch)) {
+  if (!sm90::strides_fit_tma(a.q.strides, a.seqlen_q, a.heads_q, a.batch) ||
+      !sm90::strides_fit_tma(a.d_o.strides, a.seqlen_q, a.heads_q, a.batch) ||
+      !sm90::strides_fit_tma(a.k.strides, a.seqlen_k, a.heads_kv, a.batch) ||
+      !sm90::strides_fit_tma(a.v.strides, a.seqlen_k, a.heads_kv, a.batch)) {
     return "needs Q, K, V and dO strides that are positive and below 2^40 bytes (TMA)";
   }
   return "";

@@ -20,6 +20,7 @@
 #include "sm90/launch_args.hpp"
 #include "sm90/sm90_fwd.hpp"
 #include "sm90/small_grid/small_grid_fwd.hpp"
+#include "sm90/tma_strides.hpp"
 #include "sm90/tuned_tiles.hpp"
 
 namespace flashcore::sm90 {
@@ -73,8 +74,6 @@ using sm90::LaunchArgs;
 
 // Sizes stay in int inside the kernel: row + seqlen_k + window + 1 must not overflow.
 constexpr int64_t kMaxSeqlen = int64_t{1} << 29;
-// A TMA descriptor's strides are at most 2^40 bytes.
-constexpr int64_t kMaxTmaStrideBytes = int64_t{1} << 40;
 // The persistent kernel leaves problems of at most half as many 128-row query blocks as SMs to the
 // small-grid tiles and split-KV: measured on the H100 (132 SMs, docs/perf.md sm90 v4), B1 H8 D64
 // fp16 at S1024 (64 blocks) took 10.2 us on the small-grid tiles against 15.7 on the persistent
@@ -168,28 +167,13 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   return in;
 }
 
-bool stride_fits_tma(int64_t elements, int64_t extent) {
-  return extent <= 1 || (elements > 0 && elements * 2 < kMaxTmaStrideBytes);
-}
-
 #if FLASHCORE_HAS_SM90
 // Why the persistent kernel (TileShape::kLarge) cannot run the problem on this sm_90 device, or "".
 const char* persistent_rejects(const Problem& problem, const cudaDeviceProp& device) {
   const AttentionParams& a = problem.params;
   const int head_dim = sm90::instantiated_head_dim(a.head_dim);
   if (head_dim == 0) return "has no kernel for this head_dim; use a multiple of 8 up to 256";
-  // The TMA reads Q, K and V through descriptors whose strides must be positive multiples of 16
-  // bytes below 2^40 (validation already asks for 16-byte alignment).
-  const InputTensor* inputs[] = {&a.q, &a.k, &a.v};
-  const int64_t seqlens[] = {a.seqlen_q, a.seqlen_k, a.seqlen_k};
-  const int64_t heads[] = {a.heads_q, a.heads_kv, a.heads_kv};
-  for (int i = 0; i < 3; ++i) {
-    const Strides& s = inputs[i]->strides;
-    if (!stride_fits_tma(s.seq, seqlens[i]) || !stride_fits_tma(s.head, heads[i]) ||
-        !stride_fits_tma(s.batch, a.batch)) {
-      return "needs Q, K and V strides that are positive and below 2^40 bytes (TMA descriptors)";
-    }
-  }
+  if (const char* why = sm90::qkv_tma_rejects(a, /*packed=*/false)) return why;
   if (const char* why = pruned_reason(a.q.dtype, head_dim); why[0] != '\0') return why;
   bool has_kernel = false;
   int smem_bytes = 0;

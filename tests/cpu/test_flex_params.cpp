@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "api/backend_registry.hpp"
 #include "api/flex_functors.hpp"
@@ -184,13 +185,15 @@ TEST(FlexBackends, Sm90AndSm80RunFlexAndEveryOtherBackendSaysWhere) {
   }
 }
 
-TEST(FlexBackends, Sm90SaysWhichFlexProblemsItCannotRun) {
-  if (!sm90_in_build()) GTEST_SKIP() << "sm90 flex test skipped: this build has no sm_90a";
-  struct Bad {
-    std::function<void(AttentionParams&)> mutate;
-    const char* message_names;
-  };
-  const Bad cases[] = {
+// A flex problem that a backend cannot run, and a part of the reason it must give.
+struct FlexRefusal {
+  std::function<void(AttentionParams&)> mutate;
+  const char* message_names;
+};
+
+// The refusals every flex backend shares (head dims, split-KV, tiles), then the backend's own.
+void expect_flex_refusals(Backend backend, std::vector<FlexRefusal> own) {
+  std::vector<FlexRefusal> cases = {
       {[](AttentionParams& p) {
          p.head_dim = 256;
          p.q.strides = bshd_strides(300, 4, 256);
@@ -200,56 +203,38 @@ TEST(FlexBackends, Sm90SaysWhichFlexProblemsItCannotRun) {
        "head_dim up to 128"},
       {[](AttentionParams& p) { p.num_splits = 4; }, "unsplit"},
       {[](AttentionParams& p) { p.tile = TileShape::kSmall; }, "one tile"},
-      {[](AttentionParams& p) {
-         p.flex.block_mask = block_mask_for(p);
-         p.flex.block_mask.q_block_size = 32;
-       },
-       "q_block_size is a multiple of 64"},
-      {[](AttentionParams& p) {
-         p.flex.block_mask = block_mask_for(p);
-         p.flex.block_mask.kv_block_size = 64;
-       },
-       "kv_block_size a multiple of 128"},
   };
-  const detail::BackendEntry* sm90 = detail::find_backend(Backend::kSm90);
-  ASSERT_NE(sm90, nullptr);
-  for (const Bad& c : cases) {
+  cases.insert(cases.end(), own.begin(), own.end());
+  const detail::BackendEntry* entry = detail::find_backend(backend);
+  ASSERT_NE(entry, nullptr);
+  for (const FlexRefusal& c : cases) {
     AttentionParams p = flex_params();
     c.mutate(p);
-    const std::string why = sm90->rejects(detail::make_problem(p), hopper());
+    const std::string why = entry->rejects(detail::make_problem(p), hopper());
     EXPECT_NE(why.find(c.message_names), std::string::npos) << why;
   }
 }
 
+TEST(FlexBackends, Sm90SaysWhichFlexProblemsItCannotRun) {
+  if (!sm90_in_build()) GTEST_SKIP() << "sm90 flex test skipped: this build has no sm_90a";
+  expect_flex_refusals(Backend::kSm90, {{[](AttentionParams& p) {
+                                           p.flex.block_mask = block_mask_for(p);
+                                           p.flex.block_mask.q_block_size = 32;
+                                         },
+                                         "q_block_size is a multiple of 64"},
+                                        {[](AttentionParams& p) {
+                                           p.flex.block_mask = block_mask_for(p);
+                                           p.flex.block_mask.kv_block_size = 64;
+                                         },
+                                         "kv_block_size a multiple of 128"}});
+}
+
 TEST(FlexBackends, Sm80SaysWhichFlexProblemsItCannotRun) {
-  struct Bad {
-    std::function<void(AttentionParams&)> mutate;
-    const char* message_names;
-  };
-  const Bad cases[] = {
-      {[](AttentionParams& p) {
-         p.head_dim = 256;
-         p.q.strides = bshd_strides(300, 4, 256);
-         p.k.strides = p.v.strides = bshd_strides(200, 2, 256);
-         p.o.strides = bshd_strides(300, 4, 256);
-       },
-       "head_dim up to 128"},
-      {[](AttentionParams& p) { p.num_splits = 4; }, "unsplit"},
-      {[](AttentionParams& p) { p.tile = TileShape::kSmall; }, "one tile"},
-      {[](AttentionParams& p) {
-         p.flex.block_mask = block_mask_for(p);
-         p.flex.block_mask.q_block_size = 32;
-       },
-       "multiples of 64"},
-  };
-  const detail::BackendEntry* sm80 = detail::find_backend(Backend::kSm80);
-  ASSERT_NE(sm80, nullptr);
-  for (const Bad& c : cases) {
-    AttentionParams p = flex_params();
-    c.mutate(p);
-    const std::string why = sm80->rejects(detail::make_problem(p), hopper());
-    EXPECT_NE(why.find(c.message_names), std::string::npos) << why;
-  }
+  expect_flex_refusals(Backend::kSm80, {{[](AttentionParams& p) {
+                                           p.flex.block_mask = block_mask_for(p);
+                                           p.flex.block_mask.q_block_size = 32;
+                                         },
+                                         "multiples of 64"}});
 }
 
 // The C ABI's flex fields reach validation: a BlockMask of the wrong length fails there, before

@@ -1,0 +1,37 @@
+// Which strides a TMA descriptor can describe, for the host checks of every sm90 kernel (the
+// forward, the flex forward and the backward) before they build descriptors: positive, below
+// 2^40 bytes (validation already asks for 16-byte alignment). Elements are two bytes (fp16/bf16).
+#pragma once
+
+#include <cstdint>
+
+#include "flashcore/attention.hpp"
+
+namespace flashcore::sm90 {
+
+inline constexpr int64_t kMaxTmaStrideBytes = int64_t{1} << 40;
+inline constexpr int64_t kTmaElementBytes = 2;
+
+// A stride (in elements) over an extent of one is never stepped, so any value does.
+inline bool stride_fits_tma(int64_t elements, int64_t extent) {
+  return extent <= 1 || (elements > 0 && elements * kTmaElementBytes < kMaxTmaStrideBytes);
+}
+
+// batch 1 for a packed (varlen) tensor, whose batch stride the descriptor does not use.
+inline bool strides_fit_tma(const Strides& s, int64_t seqlen, int64_t heads, int64_t batch) {
+  return stride_fits_tma(s.seq, seqlen) && stride_fits_tma(s.head, heads) &&
+         stride_fits_tma(s.batch, batch);
+}
+
+// The forwards' check of Q, K and V: the reason, or nullptr when every stride fits.
+inline const char* qkv_tma_rejects(const AttentionParams& a, bool packed) {
+  const int64_t batch = packed ? 1 : a.batch;
+  if (strides_fit_tma(a.q.strides, a.seqlen_q, a.heads_q, batch) &&
+      strides_fit_tma(a.k.strides, a.seqlen_k, a.heads_kv, batch) &&
+      strides_fit_tma(a.v.strides, a.seqlen_k, a.heads_kv, batch)) {
+    return nullptr;
+  }
+  return "needs Q, K and V strides that are positive and below 2^40 bytes (TMA descriptors)";
+}
+
+}  // namespace flashcore::sm90
