@@ -139,8 +139,7 @@ void add_knobs(CLI::App* run, const BackendCheck& is_backend, Knobs* k) {
           ""))
       ->group(group);
   positive_knob(run, "--doc-span", "DOC_SPAN", &k->doc_span,
-                "document-mask span: read by bench/flex_lab.py, whose document cases run "
-                "against torch.compile(flex_attention); rejected here")
+                "document-mask span: read by bench/flex_lab.py; rejected here")
       ->group(group);
 }
 
