@@ -137,5 +137,18 @@ TEST(Model, SummaryStatistics) {
   EXPECT_NEAR(s.stdev_us, 1.5811388, 1e-6);
 }
 
+// The input-set rule of both the forward's and the backward's targets: twice L2, 1 to 64 sets,
+// within a quarter of the free memory.
+TEST(RotationSets, TwiceL2WithinAQuarterOfFreeMemory) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  const size_t l2 = 50 * kMiB, plenty = 80000 * kMiB;
+  EXPECT_EQ(rotation_set_count(10 * kMiB, l2, plenty), 10);     // 100 MiB of sets
+  EXPECT_EQ(rotation_set_count(30 * kMiB, l2, plenty), 4);      // rounded up
+  EXPECT_EQ(rotation_set_count(kMiB / 4, l2, plenty), 64);      // at most 64
+  EXPECT_EQ(rotation_set_count(500 * kMiB, l2, plenty), 1);     // at least one
+  EXPECT_EQ(rotation_set_count(10 * kMiB, l2, 200 * kMiB), 5);  // 50 MiB of 200 free
+  EXPECT_EQ(rotation_set_count(10 * kMiB, l2, 20 * kMiB), 1);   // never below one
+}
+
 }  // namespace
 }  // namespace flashcore::bench

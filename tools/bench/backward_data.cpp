@@ -13,11 +13,6 @@
 namespace flashcore::bench {
 namespace {
 
-// As case_data.cpp: rotate until the working set is twice L2, leave most of the memory free.
-constexpr double kWorkingSetOverL2 = 2.0;
-constexpr int kMaxSets = 64;
-constexpr double kMaxFreeFractionForSets = 0.25;
-
 bool cuda_ok(cudaError_t err, const std::string& what, std::string* error) {
   if (err == cudaSuccess) return true;
   *error = what + ": " + cudaGetErrorString(err);
@@ -85,13 +80,7 @@ bool BackwardData::prepare(const Case& c, size_t l2_bytes, cudaStream_t stream,
              std::to_string(free_bytes >> 20) + " MiB free";
     return false;
   }
-  int sets = static_cast<int>(std::ceil(kWorkingSetOverL2 * static_cast<double>(l2_bytes) /
-                                        static_cast<double>(set_bytes)));
-  sets = std::clamp(sets, 1, kMaxSets);
-  while (sets > 1 && static_cast<double>(sets * set_bytes) >
-                         kMaxFreeFractionForSets * static_cast<double>(free_bytes)) {
-    --sets;
-  }
+  const int sets = rotation_set_count(set_bytes, l2_bytes, free_bytes);
 
   const uint64_t seed = std::hash<std::string>{}(c.label());
   std::vector<uint16_t> q_bits, k_bits, v_bits, do_bits;

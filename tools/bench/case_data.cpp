@@ -15,12 +15,6 @@
 namespace flashcore::bench {
 namespace {
 
-// Rotate until the working set is twice L2, so each launch reads its inputs from DRAM.
-constexpr double kWorkingSetOverL2 = 2.0;
-constexpr int kMaxSets = 64;
-// Leave this fraction of free memory for workspaces (the unfused path materializes the scores).
-constexpr double kMaxFreeFractionForSets = 0.25;
-
 // splitmix64: fast, well-mixed, and deterministic for a given seed.
 uint64_t next_random(uint64_t* state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
@@ -79,13 +73,7 @@ bool CaseData::prepare(const Case& c, size_t l2_bytes, cudaStream_t stream, std:
 
   size_t free_bytes = 0, total_bytes = 0;
   cudaMemGetInfo(&free_bytes, &total_bytes);
-  int sets = static_cast<int>(std::ceil(kWorkingSetOverL2 * static_cast<double>(l2_bytes) /
-                                        static_cast<double>(set_bytes)));
-  sets = std::clamp(sets, 1, kMaxSets);
-  while (sets > 1 && static_cast<double>(sets * set_bytes) >
-                         kMaxFreeFractionForSets * static_cast<double>(free_bytes)) {
-    --sets;
-  }
+  const int sets = rotation_set_count(set_bytes, l2_bytes, free_bytes);
   // The oracle's fp32 output and LSE live next to one set during the reference.
   const size_t oracle_bytes =
       4 * q_elems + 4 * static_cast<size_t>(c.batch * c.heads_q * c.seqlen_q);

@@ -6,6 +6,25 @@
 
 namespace flashcore::bench {
 
+namespace {
+// Rotate until the working set is twice L2, so each launch reads its inputs from DRAM.
+constexpr double kWorkingSetOverL2 = 2.0;
+constexpr int kMaxSets = 64;
+// Leave this fraction of free memory for workspaces (the unfused path materializes the scores).
+constexpr double kMaxFreeFractionForSets = 0.25;
+}  // namespace
+
+int rotation_set_count(size_t set_bytes, size_t l2_bytes, size_t free_bytes) {
+  int sets = static_cast<int>(std::ceil(kWorkingSetOverL2 * static_cast<double>(l2_bytes) /
+                                        static_cast<double>(set_bytes)));
+  sets = std::clamp(sets, 1, kMaxSets);
+  while (sets > 1 && static_cast<double>(sets * set_bytes) >
+                         kMaxFreeFractionForSets * static_cast<double>(free_bytes)) {
+    --sets;
+  }
+  return sets;
+}
+
 const char* profile_name(Profile profile) {
   return profile == Profile::kMinimal ? "minimal" : "full";
 }

@@ -2,6 +2,7 @@
 // shared by the runner, the reports and the expectations checker.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -81,6 +82,11 @@ struct Result {
 
   std::string target() const { return chapter + ":" + workload; }
 };
+
+// How many input sets of set_bytes the timed launches rotate over: enough that the working set is
+// twice L2 (each launch reads its inputs from DRAM), at most 64, within a quarter of the free
+// memory (the rest is left for workspaces). The forward's and the backward's targets both use it.
+int rotation_set_count(size_t set_bytes, size_t l2_bytes, size_t free_bytes);
 
 // Fills tflops, gbps, pct_of_gemm_ceiling, pct_of_copy_ceiling, speedup_vs_baseline and
 // ratio_vs_cudnn of every timed result. A chapter's baseline is its result with role "baseline" at
