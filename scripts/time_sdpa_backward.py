@@ -1,7 +1,10 @@
 """Times torch's SDPA backward (cuDNN and FlashAttention-2 backends) on the shapes of
 tests/gpu/time_backward.cpp, so that flashcore's backward has its peers from the same machine:
 the median of 20 backward passes (torch.autograd.grad of one forward's output) after 3 warm-ups,
-CUDA events, bf16/fp16 BHSD tensors."""
+CUDA events, bf16/fp16 BHSD tensors. --head-dims picks the shapes by head dim (default 64,128;
+the hd256 shapes only when asked, so the default run stays as long as it was)."""
+
+import argparse
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -16,6 +19,11 @@ SHAPES = [  # batch, heads, seqlen, head_dim, causal, dtype
     (4, 32, 4096, 64, False, torch.bfloat16),
     (4, 32, 4096, 64, True, torch.bfloat16),
     (4, 16, 4096, 128, False, torch.float16),
+    (4, 16, 4096, 256, False, torch.bfloat16),
+    (4, 16, 4096, 256, True, torch.bfloat16),
+    (2, 16, 8192, 256, False, torch.bfloat16),
+    (2, 16, 8192, 256, True, torch.bfloat16),
+    (4, 16, 4096, 256, False, torch.float16),
 ]
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION}
 
@@ -34,8 +42,11 @@ def median_ms(fn):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--head-dims", default="64,128", help="comma-separated head dims to time")
+    head_dims = {int(d) for d in parser.parse_args().head_dims.split(",")}
     print(torch.__version__, torch.cuda.get_device_name(), "cudnn", torch.backends.cudnn.version())
-    for b, h, s, d, causal, dtype in SHAPES:
+    for b, h, s, d, causal, dtype in (shape for shape in SHAPES if shape[3] in head_dims):
         q, k, v, d_o = (torch.randn(b, h, s, d, device="cuda", dtype=dtype) for _ in range(4))
         for t in (q, k, v):
             t.requires_grad_(True)

@@ -107,8 +107,8 @@ def attention(
     Returns out, or (out, lse). Invalid arguments raise ValueError or TypeError naming the
     argument, before anything is launched. Differentiable for torch tensors (the custom op
     flashcore::attention saves only out and lse; the backward kernels, sm90 on Hopper where they
-    implement the problem and sm80 otherwise, head dims 64 and 128, compute dq, dk and dv); the lse
-    output itself carries no gradient.
+    implement the problem and sm80 otherwise, head dims 64, 128 and 256, compute dq, dk and dv);
+    the lse output itself carries no gradient.
     """
     # Plain checks, no try/except or generators: torch.compile traces this function.
     if not isinstance(window, (tuple, list)) or len(window) != 2:

@@ -26,7 +26,10 @@ namespace flashcore::sm80 {
 
 // Per head dim: kBlockM query rows per step, kBlockN keys per CTA, kWarps, the warp layouts above
 // and the CTAs per SM the register budget is capped for (__launch_bounds__ min blocks).
-template <int kHeadDim>
+// kLargeSmem: a second tile for GPUs whose blocks get more shared memory than sm_80's 163 KiB
+// (sm_90: 227 KiB); sm80_bwd.cu runs it where it fits and the first tile elsewhere. Only hd256
+// has one.
+template <int kHeadDim, bool kLargeSmem = false>
 struct BwdTileConfig;
 // 8 warps. Per thread (fp32): 32 S + 32 dP (32 keys x 32 query rows), 32 dK + 32 dV (32 keys x
 // 32 dims), 16 dQ (16 rows x 32 dims); 221 registers (sm_90). 16 + 16 KiB K/V, 2 x (8 + 8) KiB
@@ -59,6 +62,30 @@ struct BwdTileConfig<128> {
   static constexpr int kDkvWarpsKeys = 2, kDqWarpsRows = 4;
   static constexpr int kMinCtasPerSm = 1;
 };
+// 8 warps, 64 keys per CTA and 32 query rows per step: dK + dV of 64 keys x 256 dims are already
+// 128 fp32 registers a thread, so the tile's other accumulators must stay small: 8 S + 8 dP (16
+// keys x 16 query rows), 64 dK + 64 dV (32 keys x 64 dims), 32 dQ (32 rows x 32 dims); 240-246
+// registers, no spills. 32 + 32 KiB K/V, 2 x (16 + 16) KiB Q/dO, 4 + 4 KiB P^T/dS^T and 0.5 KiB
+// LSE/D = 136.5 KiB: fits sm_80's 163 KiB with both stages (sm_86/89's 99 KiB refuse it with the
+// shared-memory reason). S^T/dP^T are 64 x 32 over 8 warps, one m16 x two n8 tiles each, so those
+// two GEMMs feed one MMA per ldmatrix (160 MMAs per 104 ldmatrix.x4 a warp and step).
+template <>
+struct BwdTileConfig<256> {
+  static constexpr int kBlockM = 32, kBlockN = 64, kWarps = 8;
+  static constexpr int kSdpWarpsKeys = 4, kDkvWarpsKeys = 2, kDqWarpsRows = 1;
+  static constexpr int kMinCtasPerSm = 1;
+};
+// hd256 with 64 query rows a step, FlashAttention-2's hd256 tile: 16 S + 16 dP (16 keys x 32
+// rows), dK/dV as above, 64 dQ (32 rows x 64 dims); 254-255 registers, no spills; 320 MMAs per 168
+// ldmatrix.x4 a warp and step and half the barriers per FLOP. Its two stages of 32 + 32 KiB Q/dO
+// make 208.5 KiB, which only GPUs like the H100 give a block; there it was 1.15x the 32-row tile
+// (docs/backward.md).
+template <>
+struct BwdTileConfig<256, true> {
+  static constexpr int kBlockM = 64, kBlockN = 64, kWarps = 8;
+  static constexpr int kSdpWarpsKeys = 4, kDkvWarpsKeys = 2, kDqWarpsRows = 2;
+  static constexpr int kMinCtasPerSm = 1;
+};
 
 // One phase's split of a rows x cols product over kWarps warps: kWarpsRows along the rows. A warp's
 // tile is kMTiles m16 tiles by kNTiles n8 tiles.
@@ -80,10 +107,10 @@ struct WarpSplit {
   static_assert(kNTiles % 2 == 0, "a warp's n8 tiles are whole pairs (one ldmatrix.x4 each)");
 };
 
-template <typename Element_, int kHeadDim_>
+template <typename Element_, int kHeadDim_, bool kLargeSmem_ = false>
 struct BwdTraits {
   using Element = Element_;
-  using Config = BwdTileConfig<kHeadDim_>;
+  using Config = BwdTileConfig<kHeadDim_, kLargeSmem_>;
   using MmaAtom = typename MmaAtomFor<Element>::Atom;
 
   static constexpr int kHeadDim = kHeadDim_;
@@ -122,8 +149,8 @@ struct BwdTraits {
   static constexpr int kDeltaOffset = kLseOffset + kStages * kRowStatBytes;
   static constexpr int kSmemBytes = kDeltaOffset + kStages * kRowStatBytes;
 
-  static_assert(kScoreChunksPerRow % 8 == 0,
-                "P^T/dS^T rows are whole swizzle groups (tile_io.hpp)");
+  static_assert(kScoreChunksPerRow % 4 == 0,
+                "P^T/dS^T rows are whole swizzle groups of eight, or one of four (tile_io.hpp)");
   static_assert(kRowStatBytes / 16 * 2 <= kThreads, "one 16-byte copy per thread for LSE and D");
 };
 

@@ -35,9 +35,11 @@ cudaError_t launch_backward(const BwdParams& p, bool deterministic, cudaStream_t
 
 }  // namespace flashcore::sm80
 
-// Both dtypes of head dim D; inside namespace flashcore::sm80.
-#define FLASHCORE_SM80_BWD_INSTANTIATE(D)                                                   \
-  template cudaError_t launch_backward<BwdTraits<__half, D>>(const BwdParams&, bool,        \
-                                                             cudaStream_t);                 \
-  template cudaError_t launch_backward<BwdTraits<__nv_bfloat16, D>>(const BwdParams&, bool, \
-                                                                    cudaStream_t);
+// Both dtypes of head dim D's tile (its large-shared-memory tile when kLarge is true:
+// bwd_kernel_traits.hpp); inside namespace flashcore::sm80.
+#define FLASHCORE_SM80_BWD_INSTANTIATE_TILE(D, kLarge)                                        \
+  template cudaError_t launch_backward<BwdTraits<__half, D, kLarge>>(const BwdParams&, bool,  \
+                                                                     cudaStream_t);           \
+  template cudaError_t launch_backward<BwdTraits<__nv_bfloat16, D, kLarge>>(const BwdParams&, \
+                                                                            bool, cudaStream_t);
+#define FLASHCORE_SM80_BWD_INSTANTIATE(D) FLASHCORE_SM80_BWD_INSTANTIATE_TILE(D, false)

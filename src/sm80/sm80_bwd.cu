@@ -4,6 +4,7 @@
 // (bwd_launch.hpp).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -26,12 +27,25 @@ using sm80::BwdParams;
 constexpr int64_t kMaxSeqlen = int64_t{1} << 29;
 constexpr int64_t kMaxGridYZ = 65535;  // kv heads (or query heads) go to gridDim.y, batch to z
 
-// THE instantiation list of the backward: fn receives the traits of one (dtype, head dim).
-// Returns false when (dtype, head_dim) has no kernel, or was left out (common/pruning.hpp).
-using BackwardKernels = KernelList<sm80::BwdTraits, 64, 128>;
+// THE instantiation lists of the backward: fn receives the traits of one (dtype, head dim) tile.
+// BackwardKernels has a tile for every head dim; LargeSmemKernels the tiles that need more shared
+// memory per block than an A100 gives (bwd_kernel_traits.hpp), which run where they fit.
+using BackwardKernels = KernelList<sm80::BwdTraits, 64, 128, 256>;
+template <typename Element, int kHeadDim>
+using LargeSmemTraits = sm80::BwdTraits<Element, kHeadDim, true>;
+using LargeSmemKernels = KernelList<LargeSmemTraits, 256>;
+
+// The tile a GPU that gives a block smem_per_block bytes runs: the large one where the head dim
+// has one and it fits. Returns false when (dtype, head_dim) has no kernel, or was left out
+// (common/pruning.hpp).
 template <typename Fn>
-bool with_traits(DType dtype, int64_t head_dim, Fn&& fn) {
-  return BackwardKernels::with(dtype, head_dim, fn);
+bool with_traits(DType dtype, int64_t head_dim, size_t smem_per_block, Fn&& fn) {
+  bool large_fits = false;
+  LargeSmemKernels::with(dtype, head_dim, [&](auto traits) {
+    large_fits = static_cast<size_t>(decltype(traits)::kSmemBytes) <= smem_per_block;
+  });
+  return large_fits ? LargeSmemKernels::with(dtype, head_dim, fn)
+                    : BackwardKernels::with(dtype, head_dim, fn);
 }
 
 }  // namespace
@@ -45,12 +59,12 @@ const char* sm80_backward_rejects(const BackwardProblem& problem, const cudaDevi
   if (a.heads_q > kMaxGridYZ || a.batch > kMaxGridYZ)
     return "supports batch and heads_q up to 65535";
   int smem_bytes = 0;
-  if (!with_traits(a.q.dtype, a.head_dim,
+  if (!with_traits(a.q.dtype, a.head_dim, device.sharedMemPerBlockOptin,
                    [&](auto traits) { smem_bytes = decltype(traits)::kSmemBytes; })) {
-    if (a.head_dim == 64 || a.head_dim == 128)
+    if (a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256)
       return pruned_reason(a.q.dtype, static_cast<int>(a.head_dim));
-    return "has backward kernels for head_dim 64 and 128 only (the other head dims, 256 "
-           "included, are not written yet); pad the head dim to 64 or 128 with zeros";
+    return "has backward kernels for head_dim 64, 128 and 256 only (the other head dims are not "
+           "written yet); pad the head dim to 64, 128 or 256 with zeros";
   }
   if (static_cast<size_t>(smem_bytes) > device.sharedMemPerBlockOptin) {
     return "needs more shared memory per block than this GPU allows for this head_dim";
@@ -58,17 +72,37 @@ const char* sm80_backward_rejects(const BackwardProblem& problem, const cudaDevi
   return "";
 }
 
+// The most either tile of the head dim needs: the query does not know the device, so whichever tile
+// the launch picks fits.
 size_t sm80_backward_workspace_bytes(const BackwardProblem& problem) {
   size_t bytes = 0;
-  with_traits(problem.params.q.dtype, problem.params.head_dim, [&](auto traits) {
-    bytes = workspace_layout(problem, decltype(traits)::kBlockM).total;
-  });
+  auto take = [&](auto traits) {
+    bytes = std::max(bytes, workspace_layout(problem, decltype(traits)::kBlockM).total);
+  };
+  BackwardKernels::with(problem.params.q.dtype, problem.params.head_dim, take);
+  LargeSmemKernels::with(problem.params.q.dtype, problem.params.head_dim, take);
   return bytes;
 }
 
 Status launch_sm80_backward(const BackwardProblem& problem, void* workspace, cudaStream_t stream) {
+  int device = 0, smem_per_block = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  }
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return {StatusCode::kCudaError, std::string("sm80 backward: reading the device's shared "
+                                                "memory per block failed: ") +
+                                        cudaGetErrorString(err)};
+  }
+  return launch_sm80_backward_tile(problem, workspace, static_cast<size_t>(smem_per_block), stream);
+}
+
+Status launch_sm80_backward_tile(const BackwardProblem& problem, void* workspace,
+                                 size_t smem_per_block, cudaStream_t stream) {
   Status status = {StatusCode::kUnsupported, "sm80 backward: head_dim has no kernel"};
-  with_traits(problem.params.q.dtype, problem.params.head_dim, [&](auto traits) {
+  with_traits(problem.params.q.dtype, problem.params.head_dim, smem_per_block, [&](auto traits) {
     using Traits = decltype(traits);
     const WorkspaceLayout w = workspace_layout(problem, Traits::kBlockM);
     const BwdParams p = backward_kernel_view(problem, workspace, Traits::kBlockM, Traits::kBlockN);

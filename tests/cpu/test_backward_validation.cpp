@@ -118,10 +118,10 @@ TEST(BackwardValidation, Sm80BackwardSaysWhichHeadDimsItHas) {
   h100.sharedMemPerBlockOptin = 227 * 1024;
   BackwardParams p = valid_params();
   EXPECT_STREQ(detail::sm80_backward_rejects(detail::make_backward_problem(p), h100), "");
-  for (int64_t head_dim : {32, 96, 256}) {
+  for (int64_t head_dim : {32, 96, 160, 224}) {
     p.head_dim = head_dim;
     const std::string why = detail::sm80_backward_rejects(detail::make_backward_problem(p), h100);
-    EXPECT_NE(why.find("head_dim 64 and 128"), std::string::npos) << why;
+    EXPECT_NE(why.find("head_dim 64, 128 and 256"), std::string::npos) << why;
   }
   // A100 (163 KiB per block) fits the hd128 tile (160.5 KiB); a GPU with 99 KiB (sm_86) does not.
   p.head_dim = 128;
@@ -138,6 +138,40 @@ TEST(BackwardValidation, Sm80BackwardSaysWhichHeadDimsItHas) {
   turing.major = 7;
   EXPECT_NE(std::string(detail::sm80_backward_rejects(detail::make_backward_problem(p), turing)),
             "");
+}
+
+// hd256 (fp16 and bf16): its 32-row tile (136.5 KiB) fits the A100, the 64-row one (208.5 KiB) the
+// H100, neither sm_86/89's 99 KiB.
+TEST(BackwardValidation, Sm80BackwardHeadDim256FitsA100NotSm86) {
+  cudaDeviceProp h100{};
+  h100.major = 9;
+  h100.sharedMemPerBlockOptin = 227 * 1024;
+  cudaDeviceProp a100 = h100;
+  a100.major = 8;
+  a100.sharedMemPerBlockOptin = 163 * 1024;
+  cudaDeviceProp small = a100;
+  small.sharedMemPerBlockOptin = 99 * 1024;
+  auto rejects = [](const BackwardParams& p, const cudaDeviceProp& device) {
+    return std::string(detail::sm80_backward_rejects(detail::make_backward_problem(p), device));
+  };
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    BackwardParams p = valid_params();
+    p.head_dim = 256;
+    for (InputTensor* t : {&p.q, &p.k, &p.v, &p.o, &p.d_o}) t->dtype = dtype;
+    for (OutputTensor* t : {&p.dq, &p.dk, &p.dv}) t->dtype = dtype;
+    if (rejects(p, h100).find("left 256 out") != std::string::npos) {
+      GTEST_SKIP() << "this build has no hd256 kernels: " << rejects(p, h100);
+    }
+    EXPECT_EQ(rejects(p, h100), "");
+    EXPECT_EQ(rejects(p, a100), "");
+    EXPECT_NE(rejects(p, small).find("needs more shared memory per block"), std::string::npos)
+        << rejects(p, small);
+    // The workspace is the larger tile's (the query does not know the device): at Sq = 96 the
+    // 64-row tile pads to 128 rows where the 32-row one needs 96.
+    p.seqlen_q = 96;
+    EXPECT_EQ(detail::sm80_backward_workspace_bytes(detail::make_backward_problem(p)),
+              size_t{2} * 8 * 128 * (256 + 2) * 4);
+  }
 }
 
 // The sm90 backward's refusals: each feature it leaves to the sm80 backward, named. A build without

@@ -1,4 +1,5 @@
-// The backward (run_backward; each case on the sm80 and on the sm90 backward) against the float64
+// The backward (run_backward; each case on the sm80 backward, head dims 64, 128 and 256, and on the
+// sm90 backward, 64 and 128) against the float64
 // reference: dQ, dK and dV within the forward's parity tolerance (rel L2 5e-3 fp16, 1e-2 bf16),
 // every element written (poisoned before, padding untouched after), NaN never passing, fully
 // masked rows and unseen keys exactly zero, and deterministic mode bitwise identical run to run.
@@ -9,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "common/backward_problem.hpp"
 #include "flashcore/backward.hpp"
+#include "sm80/sm80_bwd.hpp"
 #include "tests/support/backward_case.hpp"
 
 namespace flashcore::testing {
@@ -39,6 +42,20 @@ bool on_sm90() {
 // The features the sm90 backward leaves to the sm80 one.
 bool sm90_refuses(const BackwardCase& c) { return c.shape.softcap > 0.f || c.deterministic; }
 
+// The gradients the backward wrote (on poisoned buffers) against the float64 reference.
+void expect_matches_reference(const BackwardCase& c, BackwardData& data) {
+  data.compute_reference();
+  const Gradients out = data.read_gradients();
+  const GradientErrors e = compare_gradients(c, out, data.reference());
+  const double tol = tolerance(c.shape.dtype);
+  EXPECT_EQ(e.nan_count, 0) << "NaN/inf (or unwritten poison) in the gradients";
+  EXPECT_TRUE(out.padding_untouched) << "a write landed in the padding between rows";
+  EXPECT_EQ(e.zero_errors, 0) << "fully masked rows / unseen keys must get exactly zero";
+  EXPECT_LE(e.rel_l2_dq, tol) << "dQ";
+  EXPECT_LE(e.rel_l2_dk, tol) << "dK";
+  EXPECT_LE(e.rel_l2_dv, tol) << "dV";
+}
+
 // Runs the case's backward on poisoned gradients and checks them against the reference.
 void check_backward(const BackwardCase& c) {
   BackwardData data(c);
@@ -62,20 +79,15 @@ void check_backward(const BackwardCase& c) {
     EXPECT_EQ(resolve_backward_backend(automatic), Backend::kSm90)
         << "kAuto must pick the sm90 backward where it implements the problem";
   }
+  if (const Status why = can_implement_backward(data.params());
+      why.message.find("shared memory") != std::string::npos) {
+    GTEST_SKIP() << "this GPU has too little shared memory for the tile: " << why.message;
+  }
   data.poison_gradients();
   const Status s = run_backward(data.params(), nullptr, 0, nullptr);
   ASSERT_TRUE(s.ok()) << s.message;
   CUDA_ASSERT_OK(cudaDeviceSynchronize());
-  data.compute_reference();
-  const Gradients out = data.read_gradients();
-  const GradientErrors e = compare_gradients(c, out, data.reference());
-  const double tol = tolerance(c.shape.dtype);
-  EXPECT_EQ(e.nan_count, 0) << "NaN/inf (or unwritten poison) in the gradients";
-  EXPECT_TRUE(out.padding_untouched) << "a write landed in the padding between rows";
-  EXPECT_EQ(e.zero_errors, 0) << "fully masked rows / unseen keys must get exactly zero";
-  EXPECT_LE(e.rel_l2_dq, tol) << "dQ";
-  EXPECT_LE(e.rel_l2_dk, tol) << "dK";
-  EXPECT_LE(e.rel_l2_dv, tol) << "dV";
+  expect_matches_reference(c, data);
 }
 
 class BackwardTest : public ::testing::TestWithParam<BackwardCase> {};
@@ -85,10 +97,16 @@ TEST_P(BackwardTest, MatchesFloat64Reference) {
   check_backward(GetParam());
 }
 
+// The head dims each backward has: the sm80 one 64, 128 and 256, the sm90 one 64 and 128.
+std::vector<int64_t> head_dims_of(Backend backend) {
+  if (backend == Backend::kSm90) return {64, 128};
+  return {64, 128, 256};
+}
+
 std::vector<BackwardCase> backward_cases_of(Backend backend) {
   std::vector<BackwardCase> cases;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
-    for (int64_t d : {64, 128}) {
+    for (int64_t d : head_dims_of(backend)) {
       // Sq, Sk in {1, 7, 127, 1000} with Sq != Sk, GQA 1, 2, 4 and 8.
       cases.push_back(make_case(dtype, d, 1, 127, 8, 8));
       cases.push_back(make_case(dtype, d, 7, 1000, 8, 4));
@@ -156,32 +174,77 @@ INSTANTIATE_TEST_SUITE_P(Cases, BackwardTest, ::testing::ValuesIn(backward_cases
                            return info.param.name();
                          });
 
-// Two runs of deterministic mode give the same bits; many key blocks add to each query block.
-TEST(BackwardDeterministic, BitwiseIdenticalAcrossRuns) {
+// The tiles an A100 (163 KiB of shared memory per block) runs where a bigger GPU runs larger ones:
+// hd256's 32-row tile, which an H100 replaces by the 64-row one (bwd_kernel_traits.hpp). The bf16
+// hd256 cases, through the sm80 backward's launch for a given shared-memory size.
+class BackwardA100TileTest : public ::testing::TestWithParam<BackwardCase> {};
+
+TEST_P(BackwardA100TileTest, MatchesFloat64Reference) {
+  FLASHCORE_REQUIRE_GPU();
+  const BackwardCase& c = GetParam();
+  BackwardData data(c);
+  SCOPED_TRACE("seed " + std::to_string(data.seed()));
+  ASSERT_TRUE(data.forward_status().ok()) << "forward: " << data.forward_status().message;
+  if (const Status why = can_implement_backward(data.params());
+      why.message.find("shared memory") != std::string::npos) {
+    GTEST_SKIP() << "this GPU has too little shared memory for the tile: " << why.message;
+  }
+  const detail::BackwardProblem problem = detail::make_backward_problem(data.params());
+  DeviceBuffer workspace(detail::sm80_backward_workspace_bytes(problem));
+  data.poison_gradients();
+  const Status s =
+      detail::launch_sm80_backward_tile(problem, workspace.get(), size_t{163} * 1024, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message;
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  expect_matches_reference(c, data);
+}
+
+std::vector<BackwardCase> a100_tile_cases() {
+  std::vector<BackwardCase> cases;
+  for (const BackwardCase& c : backward_cases_of(Backend::kSm80)) {
+    if (c.shape.head_dim == 256 && c.shape.dtype == DType::kBFloat16) cases.push_back(c);
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BackwardA100TileTest, ::testing::ValuesIn(a100_tile_cases()),
+                         [](const ::testing::TestParamInfo<BackwardCase>& info) {
+                           return info.param.name();
+                         });
+
+// Two runs of deterministic mode give the same bits; many key blocks add to each query block. One
+// test per head dim (named d<D>), both dtypes.
+class BackwardDeterministic : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(BackwardDeterministic, BitwiseIdenticalAcrossRuns) {
   FLASHCORE_REQUIRE_GPU();
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
-    for (int64_t d : {64, 128}) {
-      BackwardCase c = make_case(dtype, d, 2000, 2000, 8, 2);
-      c.deterministic = true;
-      SCOPED_TRACE(c.name());
-      BackwardData data(c);
-      ASSERT_TRUE(data.forward_status().ok()) << data.forward_status().message;
-      std::vector<uint16_t> first;
-      for (int run = 0; run < 3; ++run) {
-        data.poison_gradients();
-        const Status s = run_backward(data.params(), nullptr, 0, nullptr);
-        ASSERT_TRUE(s.ok()) << s.message;
-        CUDA_ASSERT_OK(cudaDeviceSynchronize());
-        const std::vector<uint16_t> bits = data.read_gradient_bits();
-        if (run == 0) {
-          first = bits;
-        } else {
-          EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";
-        }
+    BackwardCase c = make_case(dtype, GetParam(), 2000, 2000, 8, 2);
+    c.deterministic = true;
+    SCOPED_TRACE(c.name());
+    BackwardData data(c);
+    ASSERT_TRUE(data.forward_status().ok()) << data.forward_status().message;
+    std::vector<uint16_t> first;
+    for (int run = 0; run < 3; ++run) {
+      data.poison_gradients();
+      const Status s = run_backward(data.params(), nullptr, 0, nullptr);
+      ASSERT_TRUE(s.ok()) << s.message;
+      CUDA_ASSERT_OK(cudaDeviceSynchronize());
+      const std::vector<uint16_t> bits = data.read_gradient_bits();
+      if (run == 0) {
+        first = bits;
+      } else {
+        EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";
       }
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, BackwardDeterministic,
+                         ::testing::ValuesIn(head_dims_of(Backend::kSm80)),
+                         [](const ::testing::TestParamInfo<int64_t>& info) {
+                           return "d" + std::to_string(info.param);
+                         });
 
 // A caller's workspace of the queried size works, and a smaller one is refused before any launch.
 TEST(BackwardWorkspace, CallerWorkspaceAndTooSmallOne) {

@@ -180,6 +180,13 @@ int main(int argc, char** argv) {
       {4, 16, 16, 4096, 128, false, DType::kBFloat16, true},
       {4, 16, 16, 4096, 128, true, DType::kBFloat16, true},
       {4, 32, 32, 4096, 64, true, DType::kBFloat16, true},
+      // Head dim 256 (the sm80 backward only).
+      {4, 16, 16, 4096, 256, false, DType::kBFloat16, false},
+      {4, 16, 16, 4096, 256, true, DType::kBFloat16, false},
+      {2, 16, 16, 8192, 256, false, DType::kBFloat16, false},
+      {2, 16, 16, 8192, 256, true, DType::kBFloat16, false},
+      {4, 16, 16, 4096, 256, false, DType::kFloat16, false},
+      {4, 16, 16, 4096, 256, true, DType::kBFloat16, true},
   };
   bool ok = true;
   const int only = argc > 1 ? std::atoi(argv[1]) : -1;
