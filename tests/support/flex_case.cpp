@@ -246,12 +246,75 @@ Strides FlexData::k_strides() const {
 }
 
 reference::FlexReferenceProblem FlexData::reference_problem() const {
+  reference::FlexReferenceProblem rp;
+  rp.batch = batch;
+  rp.seqlen_q = seqlen_q;
+  rp.seqlen_k = seqlen_k;
+  rp.heads_q = c.heads_q;
+  rp.heads_kv = c.heads_kv;
+  rp.head_dim = c.head_dim;
+  if (varlen) {
+    rp.cu_seqlens_q = cu_q.data();
+    rp.cu_seqlens_k = cu_k.data();
+  }
+  if (c.sinks) rp.sinks.logits = sinks.data();
+  return rp;
+}
+
+void run_flex_case(const FlexCase& c, FlexResult* result) {
+  *result = FlexResult{};
+  const uint64_t seed = std::random_device{}() * 0x9E3779B97F4A7C15ull + std::random_device{}();
+  SCOPED_TRACE(c.name + ", seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  FlexData data;
+  make_flex_data(c, &rng, &data);
+  if (::testing::Test::HasFatalFailure()) return;
+  const bool varlen = data.varlen;
+  const int64_t rows_q = data.rows_q, seqlen_q = data.seqlen_q, D = c.head_dim;
+  DeviceBuffer o(static_cast<size_t>(rows_q * c.heads_q * D) * sizeof(uint16_t));
+  DeviceBuffer lse(static_cast<size_t>(rows_q * c.heads_q) * sizeof(float));
+  ASSERT_EQ(cudaMemset(o.get(), 0xff, o.bytes()), cudaSuccess);      // NaN bits
+  ASSERT_EQ(cudaMemset(lse.get(), 0xff, lse.bytes()), cudaSuccess);  // NaN floats
+  AttentionParams p = data.params;
+  p.o = {o.get(), c.dtype, data.q_strides()};
+  p.lse = static_cast<float*>(lse.get());
+
+  // O read back as doubles: the kernel's fp16/bf16, or the oracle's fp32.
+  std::vector<double> out_o(static_cast<size_t>(rows_q * c.heads_q * D));
+  std::vector<float> out_lse(static_cast<size_t>(rows_q * c.heads_q));
+  if (c.gpu_oracle) {
+    DeviceBuffer o32(out_o.size() * sizeof(float));
+    ASSERT_EQ(cudaMemset(o32.get(), 0xff, o32.bytes()), cudaSuccess);
+    const Status s =
+        reference::gpu_oracle(p, static_cast<float*>(o32.get()), p.lse, /*stream=*/nullptr);
+    ASSERT_TRUE(s.ok()) << s.message;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    result->provider = "gpu_oracle";
+    std::vector<float> o_floats(out_o.size());
+    ASSERT_EQ(cudaMemcpy(o_floats.data(), o32.get(), o32.bytes(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    std::copy(o_floats.begin(), o_floats.end(), out_o.begin());
+  } else {
+    RunInfo info;
+    const Status s = run(p, &info);
+    ASSERT_TRUE(s.ok()) << s.message;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    result->provider = info.provider;
+    std::vector<uint16_t> o_bits(out_o.size());
+    ASSERT_EQ(cudaMemcpy(o_bits.data(), o.get(), o_bits.size() * 2, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    for (size_t i = 0; i < o_bits.size(); ++i) out_o[i] = from_bits(o_bits[i], c.dtype);
+  }
+  ASSERT_EQ(cudaMemcpy(out_lse.data(), lse.get(), out_lse.size() * 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+
   reference::FlexReferenceProblem rp = data.reference_problem();
   const flex::BlockMask host_view = data.host_blocks.view();
   if (c.block_mask != BlockMaskKind::kNone) rp.block_mask = &host_view;
   std::vector<double> ref_o, ref_lse;
-  const Status rs = reference::cpu_flex_attention(rp, q.values, k.values, v.values, data.host_mask,
-                                                  data.host_score, &ref_o, &ref_lse);
+  const Status rs =
+      reference::cpu_flex_attention(rp, data.q.values, data.k.values, data.v.values, data.host_mask,
+                                    data.host_score, &ref_o, &ref_lse);
   ASSERT_TRUE(rs.ok()) << rs.message;
 
   double err = 0, norm = 0;
