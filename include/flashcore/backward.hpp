@@ -52,9 +52,10 @@ struct BackwardParams {
 
   // The forward's FlexAttention options (AttentionParams::flex): built-in mask_mod and score_mod
   // (the score_mod's derivative enters dS: 1 for ALiBi and the relative bias, 1 - tanh^2 for
-  // softcap), the BlockMask and sinks (the LSE already holds the sink; its logit gets no
-  // gradient here). The sm80 backward runs these and varlen; BlockMask blocks must be multiples of
-  // 64 query rows and 128 keys there.
+  // softcap), the BlockMask and sinks (the LSE already holds the sink; the sink logit's gradient,
+  // -sum_i exp(sink - LSE_i) rowsum(dO * O)_i, is left to the caller: Python computes it). The
+  // sm80 backward runs these and varlen; BlockMask blocks must be multiples of 64 query rows and
+  // 128 keys there.
   flex::FlexOptions flex;
 
   // dQ sums the contributions of every key block. false: fp32 atomics in whatever order the CTAs

@@ -11,7 +11,8 @@ op after whatever wrote them.
 
 The op is differentiable in q, k and v (register_autograd below): it saves its inputs, out and
 lse (never P) and its backward is the custom op flashcore::flex_attention_backward, the sm80 flex
-backward. The mods' own tensors (ALiBi slopes, the bias table, sink logits) get no gradient, and a
+backward; the sink logits' gradient is computed here from out, lse and dO. The other mods' tensors
+(ALiBi slopes, the bias table) get no gradient, and a
 jit_score_mod / jit_mask_mod has no backward (a CUDA snippet has no derivative): the backward
 refuses them."""
 
@@ -162,9 +163,23 @@ def _backward(ctx, grad_out, grad_lse):
     if grad_out is None:
         grad_out = torch.zeros_like(out)
     # The backward kernels read dO with unit last stride and 16-byte aligned rows, shaped as out.
-    dq, dk, dv = flex_attention_backward_op(grad_out.contiguous(), q, k, v, out, lse, *arrays,
-                                            *ctx.options)
-    return (dq, dk, dv) + (None,) * (_NUM_ARRAYS + 11)
+    grad_out = grad_out.contiguous()
+    dq, dk, dv = flex_attention_backward_op(grad_out, q, k, v, out, lse, *arrays, *ctx.options)
+    grads = [None] * (_NUM_ARRAYS + 11)
+    sinks = arrays[_ARRAY_FIELDS.index("sinks")]
+    if sinks is not None and ctx.needs_input_grad[3 + _ARRAY_FIELDS.index("sinks")]:
+        grads[_ARRAY_FIELDS.index("sinks")] = _sink_grad(grad_out, out, lse, sinks, ctx.options[-1])
+    return (dq, dk, dv, *grads)
+
+
+def _sink_grad(grad_out, out, lse, sinks, heads_major):
+    """d loss / d sink[h] = -sum over rows of exp(sink[h] - LSE) * D, D = rowsum(dO * O): the sink
+    only scales every row's probabilities (docs/backward.md). lse is [batch, heads, seqlen]."""
+    delta = (grad_out.float() * out.float()).sum(-1)  # [B, H, S] heads-major, else [B, S, H]
+    if not heads_major:
+        delta = delta.transpose(1, 2)
+    weight = torch.exp(sinks.float()[None, :, None] - lse)
+    return (-(weight * delta).sum((0, 2))).to(sinks.dtype)
 
 
 flex_attention_op.register_autograd(_backward, setup_context=_setup_context)

@@ -182,7 +182,7 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     q, k, v = (_swap_seq_heads(x) for x in (query, key, value))
     jit_score, cap = _split_score_mod(score_mod, fields)
     jit_mod = _jit_program(jit_mask, jit_score)
-    if _through_op(jit_mod, query, key, value):
+    if _through_op(jit_mod, query, key, value, sinks):
         out, lse = _flex_ops.flex_attention(q, k, v, scale, False, window, cap, fields, jit_mod,
                                             backend, heads_major=True)
         return (out, lse) if return_lse else out
@@ -220,7 +220,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         fields["sinks"] = sinks
     window = (int(window[0]), int(window[1]))
     q4, k4, v4 = (x[None] for x in (q, k, v))  # [1, total, H, D] views
-    if _through_op(jit_mod, q, k, v):
+    if _through_op(jit_mod, q, k, v, sinks):
         out4, lse = _flex_ops.flex_attention(q4, k4, v4, softmax_scale, bool(causal), window,
                                              float(softcap or cap), fields, jit_mod, backend,
                                              heads_major=False)
@@ -261,13 +261,13 @@ def _split_score_mod(score_mod, fields):
     return None, cap
 
 
-def _through_op(jit_mod, q, k, v):
+def _through_op(jit_mod, q, k, v, sinks):
     """True when a call on torch tensors goes through the custom op: while torch.compile traces
-    it, and when q, k or v requires grad (the op is differentiable; a jit mod is not, which is
-    refused here, before the forward runs)."""
+    it, and when q, k, v or sinks requires grad (the op is differentiable; a jit mod is not, which
+    is refused here, before the forward runs)."""
     if _flex_ops is None or not hasattr(q, "is_cuda"):
         return False
-    if _flex_ops.needs_grad(q, k, v):
+    if _flex_ops.needs_grad(q, k, v, sinks):
         if jit_mod is not None:
             raise ValueError(
                 "q, k or v requires grad but a jit_score_mod / jit_mask_mod has no backward (a "

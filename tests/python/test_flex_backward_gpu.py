@@ -40,7 +40,7 @@ def reference(q, k, v, mask_mod=None, score_mod=None, sinks=None):
     if mask_mod is not None:
         scores = scores.masked_fill(~mask_mod(b, h, qi, ki).expand_as(scores), float("-inf"))
     if sinks is not None:
-        sink = sinks.double()[None, :, None, None].expand(B, Hq, Sq, 1)
+        sink = sinks[None, :, None, None].expand(B, Hq, Sq, 1)
         scores = torch.cat([scores, sink], -1)
         vf = torch.cat([vf, torch.zeros_like(vf[:, :, :1])], 2)
     p = torch.softmax(scores, -1).nan_to_num(0.0)  # rows that see nothing: P = 0
@@ -85,12 +85,17 @@ def test_flex_gradients_match_float64_autograd(dtype, head_dim):
     for name, (mask_mod, score_mod, sinks) in mod_cases(B, Hq, S, g).items():
         block_mask = flashcore.create_block_mask(mask_mod, B, None, S, S, BLOCK_SIZE=128)
         leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        sink_leaf = None if sinks is None else sinks.clone().requires_grad_()
         out = flashcore.flex_attention(*leaves, score_mod=score_mod, block_mask=block_mask,
-                                       enable_gqa=True, sinks=sinks)
+                                       enable_gqa=True, sinks=sink_leaf)
         out.backward(d_o)
         ref_leaves = [t.double().requires_grad_() for t in (q, k, v)]
-        reference(*ref_leaves, mask_mod, score_mod, sinks).backward(d_o.double())
+        ref_sink = None if sinks is None else sinks.double().requires_grad_()
+        reference(*ref_leaves, mask_mod, score_mod, ref_sink).backward(d_o.double())
         check_grads(leaves, ref_leaves, dtype, name)
+        if sinks is not None:  # the sink logits' gradient, from out, lse and dO
+            err = rel_l2(sink_leaf.grad, ref_sink.grad)
+            assert err <= TOLERANCE[dtype], f"{name}: dsinks rel L2 {err:.2e} (seed {RUN_SEED})"
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
