@@ -19,12 +19,15 @@ namespace flashcore::reference {
 
 // q, k, v, d_o: as cpu_flex_attention's q, k, v (d_o in q's layout). Fills dq (q's layout) and
 // dk, dv (k's). A row that sees nothing gets dq = 0; a key no row sees gets dk = dv = 0.
+// row_sees_keys (optional): per (query row, head) of q's layout, whether the row sees any key (a
+// row that sees exactly one has dq = 0 too, from P = 1 and dP = D, so zeros do not tell).
 template <typename MaskMod, typename ScoreMod>
 Status cpu_flex_attention_backward(const FlexReferenceProblem& p, const std::vector<double>& q,
                                    const std::vector<double>& k, const std::vector<double>& v,
                                    const std::vector<double>& d_o, const MaskMod& mask_mod,
                                    const ScoreMod& score_mod, std::vector<double>* dq,
-                                   std::vector<double>* dk, std::vector<double>* dv) {
+                                   std::vector<double>* dk, std::vector<double>* dv,
+                                   std::vector<uint8_t>* row_sees_keys = nullptr) {
   if (Status s = detail::validate_flex_reference(p, q.size(), k.size(), v.size()); !s.ok()) {
     return s;
   }
@@ -35,6 +38,7 @@ Status cpu_flex_attention_backward(const FlexReferenceProblem& p, const std::vec
   dq->assign(q.size(), 0.0);
   dk->assign(k.size(), 0.0);
   dv->assign(v.size(), 0.0);
+  if (row_sees_keys != nullptr) row_sees_keys->assign(q.size() / static_cast<size_t>(D), 0);
 
   // Each (b, kv head) owns its keys' dK and dV and its group's dQ rows, so the pairs run in
   // parallel.
@@ -84,6 +88,9 @@ Status cpu_flex_attention_backward(const FlexReferenceProblem& p, const std::vec
         const double sink = p.sinks.enabled() ? static_cast<double>(p.sinks.logit(hi)) : kNegInf;
         const double m = std::max(row_max, sink);
         if (row_max == kNegInf) continue;  // no visible key: no gradient from this row
+        if (row_sees_keys != nullptr) {
+          (*row_sees_keys)[static_cast<size_t>((seq.q_begin + i) * Hq + h)] = 1;
+        }
         double sum = sink == kNegInf ? 0.0 : std::exp(sink - m);
         for (const double s : scores) sum += std::exp(s - m);
         const double lse = m + std::log(sum);

@@ -150,6 +150,7 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, out, lse, *arrays)
     ctx.options = (list(int_fields), scale, causal, window_left, window_right, softcap,
                    heads_major)
+    ctx.num_captures = len(inputs[4 + _NUM_ARRAYS])
     ctx.jit = jit_mask or jit_score
 
 
@@ -166,6 +167,8 @@ def _backward(ctx, grad_out, grad_lse):
     grad_out = grad_out.contiguous()
     dq, dk, dv = flex_attention_backward_op(grad_out, q, k, v, out, lse, *arrays, *ctx.options)
     grads = [None] * (_NUM_ARRAYS + 11)
+    # A list of tensors (jit_captures, empty here) takes a list of gradients; a list of ints None.
+    grads[_NUM_ARRAYS + 1] = [None] * ctx.num_captures
     sinks = arrays[_ARRAY_FIELDS.index("sinks")]
     if sinks is not None and ctx.needs_input_grad[3 + _ARRAY_FIELDS.index("sinks")]:
         grads[_ARRAY_FIELDS.index("sinks")] = _sink_grad(grad_out, out, lse, sinks, ctx.options[-1])

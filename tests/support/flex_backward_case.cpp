@@ -25,18 +25,23 @@ double rel_l2(const std::vector<double>& out, const std::vector<double>& ref, in
   return ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
 }
 
-// Rows (of head_dim elements) whose reference is exactly zero: rows that see no key, keys no row
-// sees (a seen one has a nonzero gradient with probability 1 on random inputs). out must be zero
-// there too.
+// Rows (of head_dim elements) that must be exactly zero: dQ rows of rows that see no key
+// (sees[row] == 0), or, without sees, rows whose reference is zero: dK and dV rows of keys no row
+// sees (a seen key's dV, a sum of P dO, is nonzero with probability 1 on random inputs).
 void check_zero_rows(const std::vector<double>& out, const std::vector<double>& ref,
-                     int64_t head_dim, FlexBackwardResult* r) {
-  for (size_t row = 0; row < ref.size(); row += static_cast<size_t>(head_dim)) {
+                     const std::vector<uint8_t>* sees, int64_t head_dim, FlexBackwardResult* r) {
+  for (size_t row = 0; row * static_cast<size_t>(head_dim) < ref.size(); ++row) {
+    const size_t at = row * static_cast<size_t>(head_dim);
     bool zero = true;
-    for (int64_t d = 0; d < head_dim && zero; ++d) zero = ref[row + static_cast<size_t>(d)] == 0.0;
+    if (sees != nullptr) {
+      zero = (*sees)[row] == 0;
+    } else {
+      for (int64_t d = 0; d < head_dim && zero; ++d) zero = ref[at + static_cast<size_t>(d)] == 0.0;
+    }
     if (!zero) continue;
     ++r->zero_rows;
     for (int64_t d = 0; d < head_dim; ++d) {
-      if (out[row + static_cast<size_t>(d)] != 0.0) {
+      if (out[at + static_cast<size_t>(d)] != 0.0) {
         ++r->zero_errors;
         break;
       }
@@ -129,17 +134,18 @@ void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result) {
   const flex::BlockMask host_view = data.host_blocks.view();
   if (c.block_mask != BlockMaskKind::kNone) rp.block_mask = &host_view;
   std::vector<double> ref_dq, ref_dk, ref_dv;
+  std::vector<uint8_t> row_sees_keys;
   const Status rs = reference::cpu_flex_attention_backward(
       rp, data.q.values, data.k.values, data.v.values, d_o.values, data.host_mask, data.host_score,
-      &ref_dq, &ref_dk, &ref_dv);
+      &ref_dq, &ref_dk, &ref_dv, &row_sees_keys);
   ASSERT_TRUE(rs.ok()) << rs.message;
 
   result->rel_l2_dq = rel_l2(out_dq, ref_dq, &result->nan_count);
   result->rel_l2_dk = rel_l2(out_dk, ref_dk, &result->nan_count);
   result->rel_l2_dv = rel_l2(out_dv, ref_dv, &result->nan_count);
-  check_zero_rows(out_dq, ref_dq, D, result);
-  check_zero_rows(out_dk, ref_dk, D, result);
-  check_zero_rows(out_dv, ref_dv, D, result);
+  check_zero_rows(out_dq, ref_dq, &row_sees_keys, D, result);
+  check_zero_rows(out_dk, ref_dv, nullptr, D, result);  // dK's zero rows are dV's
+  check_zero_rows(out_dv, ref_dv, nullptr, D, result);
 }
 
 }  // namespace flashcore::testing

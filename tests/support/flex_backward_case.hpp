@@ -15,8 +15,8 @@ namespace flashcore::testing {
 struct FlexBackwardResult {
   double rel_l2_dq = 0, rel_l2_dk = 0, rel_l2_dv = 0;  // ||out - ref|| / ||ref||
   int64_t nan_count = 0;                               // NaN or inf in any gradient
-  // dQ rows of rows that see no key and dK / dV rows of keys no row sees (by the reference's
-  // visibility) that are not exactly zero, and how many such rows there are.
+  // dQ rows of rows that see no key and dK / dV rows of keys no row sees (by the reference) that
+  // are not exactly zero, and how many such rows there are.
   int64_t zero_errors = 0;
   int64_t zero_rows = 0;
   Backend backend = Backend::kAuto;  // the one kAuto resolved to
