@@ -4,7 +4,9 @@
 // gradients, NaN never passing, rows that see no key and keys no row sees exactly zero. The cases
 // are the flex forward's list (every built-in mod, BlockMasks with partial tails, empty and full
 // blocks, sinks, GQA, varlen with lengths 0, 1, 7 and long ones) at the head dims the backward
-// has, plus the BlockMask and refusal cases of the backward's own. Fresh random inputs every run
+// has, plus the BlockMask and refusal cases of the backward's own. The random BlockMasks list
+// blocks as full where their documents mask hides pairs: a full block that ran mask code would
+// miss those pairs and fail the comparison. Fresh random inputs every run
 // (the seed is printed on failure). Skips loudly without a GPU.
 #include <gtest/gtest.h>
 
