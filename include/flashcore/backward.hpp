@@ -5,7 +5,9 @@
 // Layouts are the forward's: Q, O, dO, dQ [B, Sq, Hq, D]; K, V, dK, dV [B, Sk, Hkv, D], each with
 // int64 element strides and a contiguous last dim; LSE [B, Hq, Sq] fp32 natural log, contiguous,
 // exactly as flashcore::run() writes it (a fully masked row has -inf and gets zero gradients).
-// The mask and softcap options mean what they mean in AttentionParams and must be the forward's.
+// The mask, softcap, varlen and flex options mean what they mean in AttentionParams and must be
+// the forward's: a varlen batch packs q, o, dO, dq [total_q, Hq, D] and k, v, dk, dv
+// [total_k, Hkv, D], with LSE [Hq, total_q] (docs/backward.md, "Varlen and flex").
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -39,6 +41,22 @@ struct BackwardParams {
   int64_t window_left = kUnboundedWindow;
   int64_t window_right = kUnboundedWindow;
   float softcap = 0.f;  // the forward's; its derivative, 1 - tanh^2, enters dS
+
+  // Variable-length batches, as AttentionParams::cu_seqlens_q / cu_seqlens_k (flashcore/varlen.hpp
+  // checks their contents): seqlen_q and seqlen_k are then the totals and batch the number of
+  // sequences; the arrays are read on the device only.
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  int64_t max_seqlen_q = 0;
+  int64_t max_seqlen_k = 0;
+
+  // The forward's FlexAttention options (AttentionParams::flex): built-in mask_mod and score_mod
+  // (the score_mod's derivative enters dS: 1 for ALiBi and the relative bias, 1 - tanh^2 for
+  // softcap), the BlockMask and sinks (the LSE already holds the sink; the sink logit's gradient,
+  // -sum_i exp(sink - LSE_i) rowsum(dO * O)_i, is left to the caller: Python computes it). The
+  // sm80 backward runs these and varlen; BlockMask blocks must be multiples of 64 query rows and
+  // 128 keys there.
+  flex::FlexOptions flex;
 
   // dQ sums the contributions of every key block. false: fp32 atomics in whatever order the CTAs
   // reach them, so dQ may differ in its last bits from run to run. true: the key blocks add theirs

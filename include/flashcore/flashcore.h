@@ -106,7 +106,7 @@ typedef struct {
   const void* v;
   const void* o;
   const void* d_o;
-  const float* lse; /* required: [B, Hq, Sq] from the forward */
+  const float* lse; /* required: [B, Hq, Sq] ([Hq, total_q] varlen) from the forward */
   void* dq;
   void* dk;
   void* dv;
@@ -122,9 +122,21 @@ typedef struct {
   size_t workspace_bytes;
   const char* backend; /* NULL or "auto" (sm90 on sm_90a where it implements the problem, else
                           sm80), "sm90" or "sm80" */
+  /* The forward's varlen and flex fields, as in flashcore_attention_params (the sm80 backward
+   * runs them; not with deterministic). */
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  int64_t max_seqlen_q, max_seqlen_k;
+  flashcore_mask_mod mask_mod;
+  const float* alibi_slopes;
+  const float* rel_bias_table;
+  int64_t rel_bias_max_distance;
+  const float* sink_logits;
+  flashcore_block_mask block_mask;
 } flashcore_backward_params;
 
-/* Zero sizes and pointers, default scale, no mask, not deterministic, auto backend. */
+/* Zero sizes and pointers, default scale, no mask, not deterministic, auto backend, not varlen,
+ * no flex part. */
 void flashcore_backward_params_init(flashcore_backward_params* params);
 
 /* Device bytes of workspace flashcore_attention_backward needs; 0 when the params are invalid

@@ -76,24 +76,25 @@ def workspace_size(q, k, v, out, lse, softmax_scale, causal, window, softcap, ke
 
 def run_backward(
     q, k, v, out, lse, d_o, dq, dk, dv, softmax_scale, causal, window, softcap, deterministic,
-    stream, workspace=None,
+    stream, workspace=None, flex=None,
 ):
     """Writes dq, dk and dv of the forward that made out and lse, on `stream` (an int
     cudaStream_t). workspace: at least backward_workspace_size(...) bytes, or None to let the
-    library allocate it stream-ordered."""
+    library allocate it stream-ordered. flex: the forward's flex fields, or None."""
     native().attention_backward(
         q, k, v, out, lse, d_o, dq, dk, dv, softmax_scale, causal, window[0], window[1], softcap,
-        deterministic, stream, workspace,
+        deterministic, stream, workspace, flex,
     )
 
 
 def backward_workspace_size(
-    q, k, v, out, lse, d_o, dq, dk, dv, softmax_scale, causal, window, softcap, deterministic
+    q, k, v, out, lse, d_o, dq, dk, dv, softmax_scale, causal, window, softcap, deterministic,
+    flex=None,
 ):
     """Bytes of device workspace run_backward() needs for these arguments."""
     return native().backward_workspace_size(
         q, k, v, out, lse, d_o, dq, dk, dv, softmax_scale, causal, window[0], window[1], softcap,
-        deterministic,
+        deterministic, flex,
     )
 
 

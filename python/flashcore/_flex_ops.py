@@ -7,13 +7,20 @@ A custom op's schema takes tensors and scalars, not Python objects, so the flex 
 arrays, the BlockMask, varlen's cu_seqlens) travel as optional tensors and a list of ints, and a
 jit_score_mod as a token of its process-wide registry (jit.JitScoreMod.token) plus its tensor
 captures, in its signature's order (a jit_mask_mod likewise, its tensors first): passing them to the op is what lets the compiler order the
-op after whatever wrote them."""
+op after whatever wrote them.
+
+The op is differentiable in q, k and v (register_autograd below): it saves its inputs, out and
+lse (never P) and its backward is the custom op flashcore::flex_attention_backward, the sm80 flex
+backward; the sink logits' gradient is computed here from out, lse and dO. The other mods' tensors
+(ALiBi slopes, the bias table) get no gradient, and a
+jit_score_mod / jit_mask_mod has no backward (a CUDA snippet has no derivative): the backward
+refuses them."""
 
 from typing import Optional
 
 import torch
 
-from . import flex, jit
+from . import _core, flex, jit
 
 # The array fields of python/src/flex_args.hpp, in the op's argument order.
 _ARRAY_FIELDS = ("doc_ids_q", "doc_ids_k", "prefix_lengths", "alibi_slopes", "rel_bias", "sinks",
@@ -76,6 +83,115 @@ def _flex_attention_fake(
     jit_score, backend,
 ):
     return _empty_outputs(q, heads_major)
+
+
+@torch.library.custom_op("flashcore::flex_attention_backward", mutates_args=())
+def flex_attention_backward_op(
+    d_o: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    doc_ids_q: Optional[torch.Tensor],
+    doc_ids_k: Optional[torch.Tensor],
+    prefix_lengths: Optional[torch.Tensor],
+    alibi_slopes: Optional[torch.Tensor],
+    rel_bias: Optional[torch.Tensor],
+    sinks: Optional[torch.Tensor],
+    kv_num_blocks: Optional[torch.Tensor],
+    kv_indices: Optional[torch.Tensor],
+    full_kv_num_blocks: Optional[torch.Tensor],
+    full_kv_indices: Optional[torch.Tensor],
+    cu_seqlens_q: Optional[torch.Tensor],
+    cu_seqlens_k: Optional[torch.Tensor],
+    int_fields: list[int],
+    scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    heads_major: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) of the flex_attention_op call that made out and lse, like q, k and v; d_o is
+    shaped like out and contiguous."""
+    arrays = (doc_ids_q, doc_ids_k, prefix_lengths, alibi_slopes, rel_bias, sinks, kv_num_blocks,
+              kv_indices, full_kv_num_blocks, full_kv_indices, cu_seqlens_q, cu_seqlens_k)
+    fields = _unpack_fields(arrays, int_fields)
+    out_view, d_o_view = (out.transpose(1, 2), d_o.transpose(1, 2)) if heads_major else (out, d_o)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    args = (q, k, v, out_view, lse, d_o_view, dq, dk, dv, scale, causal,
+            (window_left, window_right), softcap, False)
+    size = _core.backward_workspace_size(*args, flex=fields)
+    workspace = torch.empty(size, dtype=torch.uint8, device=q.device)
+    _core.run_backward(*args, torch.cuda.current_stream(q.device).cuda_stream, workspace,
+                       flex=fields)
+    return dq, dk, dv
+
+
+@flex_attention_backward_op.register_fake
+def _flex_attention_backward_fake(d_o, q, k, v, *rest):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+# flex_attention_op's arguments after q, k, v: the arrays, int_fields and jit_captures, then the
+# scalars (scale ... backend).
+_NUM_ARRAYS = len(_ARRAY_FIELDS)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v = inputs[:3]
+    arrays = inputs[3:3 + _NUM_ARRAYS]
+    int_fields = inputs[3 + _NUM_ARRAYS]
+    scale, causal, window_left, window_right, softcap, heads_major, jit_mask, jit_score = (
+        inputs[5 + _NUM_ARRAYS:13 + _NUM_ARRAYS])
+    out, lse = output
+    # The inputs, the mods' arrays and the forward's out and lse; the backward recomputes P.
+    ctx.save_for_backward(q, k, v, out, lse, *arrays)
+    ctx.options = (list(int_fields), scale, causal, window_left, window_right, softcap,
+                   heads_major)
+    ctx.num_captures = len(inputs[4 + _NUM_ARRAYS])
+    ctx.jit = jit_mask or jit_score
+
+
+def _backward(ctx, grad_out, grad_lse):
+    if ctx.jit:
+        raise RuntimeError(
+            "flashcore: a jit_score_mod / jit_mask_mod has no backward (a CUDA snippet has no "
+            "derivative); use the built-in mods (flashcore.mods) for training, or detach q, k, v"
+        )
+    q, k, v, out, lse, *arrays = ctx.saved_tensors
+    if grad_out is None:
+        grad_out = torch.zeros_like(out)
+    # The backward kernels read dO with unit last stride and 16-byte aligned rows, shaped as out.
+    grad_out = grad_out.contiguous()
+    dq, dk, dv = flex_attention_backward_op(grad_out, q, k, v, out, lse, *arrays, *ctx.options)
+    grads = [None] * (_NUM_ARRAYS + 11)
+    # A list of tensors (jit_captures, empty here) takes a list of gradients; a list of ints None.
+    grads[_NUM_ARRAYS + 1] = [None] * ctx.num_captures
+    sinks = arrays[_ARRAY_FIELDS.index("sinks")]
+    if sinks is not None and ctx.needs_input_grad[3 + _ARRAY_FIELDS.index("sinks")]:
+        grads[_ARRAY_FIELDS.index("sinks")] = _sink_grad(grad_out, out, lse, sinks, ctx.options[-1])
+    return (dq, dk, dv, *grads)
+
+
+def _sink_grad(grad_out, out, lse, sinks, heads_major):
+    """d loss / d sink[h] = -sum over rows of exp(sink[h] - LSE) * D, D = rowsum(dO * O): the sink
+    only scales every row's probabilities (docs/backward.md). lse is [batch, heads, seqlen]."""
+    delta = (grad_out.float() * out.float()).sum(-1)  # [B, H, S] heads-major, else [B, S, H]
+    if not heads_major:
+        delta = delta.transpose(1, 2)
+    weight = torch.exp(sinks.float()[None, :, None] - lse)
+    return (-(weight * delta).sum((0, 2))).to(sinks.dtype)
+
+
+flex_attention_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def needs_grad(*tensors):
+    """True when autograd records a call on these tensors (any of them requires grad)."""
+    return torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
 
 
 def _program(mask_token, score_token, tensors):

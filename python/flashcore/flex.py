@@ -3,8 +3,10 @@ attention_varlen (docs/flex.md). The mods are flashcore's built-ins (flashcore.m
 fused in the sm80 flex kernels that auto picks for these problems on any sm_80+ GPU, or a
 score_mod of your own compiled at run time (flashcore.jit_score_mod, flashcore/jit.py).
 
-Eager calls launch directly; under torch.compile flex_attention and attention_varlen become the
-custom op flashcore::flex_attention (_flex_ops.py), so a compiled model keeps one graph.
+Eager calls launch directly; under torch.compile, and whenever q, k or v requires grad,
+flex_attention and attention_varlen become the custom op flashcore::flex_attention (_flex_ops.py),
+so a compiled model keeps one graph, and both are differentiable in q, k and v with the built-in
+mods (the sm80 flex backward, docs/backward.md).
 """
 
 from . import _core, jit
@@ -180,7 +182,7 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     q, k, v = (_swap_seq_heads(x) for x in (query, key, value))
     jit_score, cap = _split_score_mod(score_mod, fields)
     jit_mod = _jit_program(jit_mask, jit_score)
-    if _compiling(query):
+    if _through_op(jit_mod, query, key, value, sinks):
         out, lse = _flex_ops.flex_attention(q, k, v, scale, False, window, cap, fields, jit_mod,
                                             backend, heads_major=True)
         return (out, lse) if return_lse else out
@@ -218,7 +220,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         fields["sinks"] = sinks
     window = (int(window[0]), int(window[1]))
     q4, k4, v4 = (x[None] for x in (q, k, v))  # [1, total, H, D] views
-    if _compiling(q):
+    if _through_op(jit_mod, q, k, v, sinks):
         out4, lse = _flex_ops.flex_attention(q4, k4, v4, softmax_scale, bool(causal), window,
                                              float(softcap or cap), fields, jit_mod, backend,
                                              heads_major=False)
@@ -259,9 +261,20 @@ def _split_score_mod(score_mod, fields):
     return None, cap
 
 
-def _compiling(x):
-    """True while torch.compile traces a call on torch tensors: it then emits the custom op."""
-    return _flex_ops is not None and hasattr(x, "is_cuda") and _flex_ops.compiling()
+def _through_op(jit_mod, q, k, v, sinks):
+    """True when a call on torch tensors goes through the custom op: while torch.compile traces
+    it, and when q, k, v or sinks requires grad (the op is differentiable; a jit mod is not, which
+    is refused here, before the forward runs)."""
+    if _flex_ops is None or not hasattr(q, "is_cuda"):
+        return False
+    if _flex_ops.needs_grad(q, k, v, sinks):
+        if jit_mod is not None:
+            raise ValueError(
+                "q, k or v requires grad but a jit_score_mod / jit_mask_mod has no backward (a "
+                "CUDA snippet has no derivative): use the built-in mods (flashcore.mods) to train, "
+                "or call under torch.no_grad()")
+        return True
+    return _flex_ops.compiling()
 
 
 def _run_jit(program, q, k, v, out, lse, scale, causal, window, fields, backend):

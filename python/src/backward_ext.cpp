@@ -1,5 +1,6 @@
 // The backward's binding: DLPack arrays in (the forward's q, k, v, out and lse, the incoming dO,
-// the dq, dk and dv to write), flashcore::run_backward on the caller's stream. The arrays come from
+// the dq, dk and dv to write; the forward's flex fields for flex_attention and attention_varlen),
+// flashcore::run_backward on the caller's stream. The arrays come from
 // flashcore's own custom op (python/flashcore/_ops.py), which made out and lse itself, so this
 // checks only what BackwardParams cannot say (rank, dtype, device); run_backward validates the
 // rest.
@@ -7,6 +8,7 @@
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
 
 #include <cstdint>
 #include <optional>
@@ -14,6 +16,7 @@
 
 #include "ext_support.hpp"
 #include "flashcore/backward.hpp"
+#include "flex_args.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -57,9 +60,12 @@ struct Tensors {
   const MutableArray& dv;
 };
 
+// flex: flashcore.flex_attention / attention_varlen's fields (python/src/flex_args.hpp), the
+// forward's, or None.
 flashcore::BackwardParams make_params(const Tensors& t, float softmax_scale, bool causal,
                                       int64_t window_left, int64_t window_right, float softcap,
-                                      bool deterministic, int* device) {
+                                      bool deterministic, const std::optional<nb::dict>& flex,
+                                      int* device) {
   flashcore::BackwardParams p;
   auto input = [&](const char* name, const Array& a) {
     return flashcore::InputTensor{a.data(), dtype_of(name, a.dtype()), strides_of(name, a)};
@@ -92,6 +98,24 @@ flashcore::BackwardParams make_params(const Tensors& t, float softmax_scale, boo
   p.softcap = softcap;
   p.deterministic = deterministic;
   *device = t.q.device_id();
+  if (flex) {
+    // The forward's parser, on the forward's params, so that the two read the fields alike; its
+    // varlen and flex results are the backward's fields of the same names.
+    flashcore::AttentionParams forward;
+    forward.batch = p.batch;
+    forward.seqlen_q = p.seqlen_q;
+    forward.seqlen_k = p.seqlen_k;
+    forward.heads_q = p.heads_q;
+    forward.heads_kv = p.heads_kv;
+    forward.head_dim = p.head_dim;
+    flashcore_python::apply_flex(*flex, *device, &forward);
+    p.batch = forward.batch;
+    p.cu_seqlens_q = forward.cu_seqlens_q;
+    p.cu_seqlens_k = forward.cu_seqlens_k;
+    p.max_seqlen_q = forward.max_seqlen_q;
+    p.max_seqlen_k = forward.max_seqlen_k;
+    p.flex = forward.flex;
+  }
   return p;
 }
 
@@ -99,11 +123,12 @@ size_t backward_workspace_size(const Array& q, const Array& k, const Array& v, c
                                const Array& lse, const Array& d_o, const MutableArray& dq,
                                const MutableArray& dk, const MutableArray& dv, float softmax_scale,
                                bool causal, int64_t window_left, int64_t window_right,
-                               float softcap, bool deterministic) {
+                               float softcap, bool deterministic,
+                               const std::optional<nb::dict>& flex) {
   int device = 0;
   const flashcore::BackwardParams p =
       make_params({q, k, v, out, lse, d_o, dq, dk, dv}, softmax_scale, causal, window_left,
-                  window_right, softcap, deterministic, &device);
+                  window_right, softcap, deterministic, flex, &device);
   flashcore::Status status;
   size_t bytes = 0;
   {
@@ -121,11 +146,12 @@ void attention_backward(const Array& q, const Array& k, const Array& v, const Ar
                         const MutableArray& dk, const MutableArray& dv, float softmax_scale,
                         bool causal, int64_t window_left, int64_t window_right, float softcap,
                         bool deterministic, std::uintptr_t stream,
-                        std::optional<MutableArray> workspace) {
+                        std::optional<MutableArray> workspace,
+                        const std::optional<nb::dict>& flex) {
   int device = 0;
   const flashcore::BackwardParams p =
       make_params({q, k, v, out, lse, d_o, dq, dk, dv}, softmax_scale, causal, window_left,
-                  window_right, softcap, deterministic, &device);
+                  window_right, softcap, deterministic, flex, &device);
   flashcore::Status status;
   {
     nb::gil_scoped_release release;
@@ -143,10 +169,12 @@ void bind_backward(nb::module_& m) {
   m.def("attention_backward", &attention_backward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "d_o"_a,
         "dq"_a, "dk"_a, "dv"_a, "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a,
         "softcap"_a, "deterministic"_a, "stream"_a, "workspace"_a.none() = nb::none(),
-        "Writes dq, dk and dv of the forward that made out and lse, on the given CUDA stream.");
+        "flex"_a.none() = nb::none(),
+        "Writes dq, dk and dv of the forward that made out and lse, on the given CUDA stream; "
+        "flex: the forward's flex and varlen fields.");
   m.def("backward_workspace_size", &backward_workspace_size, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a,
         "d_o"_a, "dq"_a, "dk"_a, "dv"_a, "softmax_scale"_a, "causal"_a, "window_left"_a,
-        "window_right"_a, "softcap"_a, "deterministic"_a,
+        "window_right"_a, "softcap"_a, "deterministic"_a, "flex"_a.none() = nb::none(),
         "Bytes of device workspace attention_backward() needs for these arguments.");
 }
 

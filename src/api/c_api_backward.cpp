@@ -1,6 +1,7 @@
 // The C ABI of the backward: translates flashcore_backward_params to BackwardParams.
 #include <string>
 
+#include "api/c_api_flex.hpp"
 #include "api/c_api_status.hpp"
 #include "flashcore/backward.hpp"
 #include "flashcore/flashcore.h"
@@ -39,6 +40,11 @@ bool to_params(const flashcore_backward_params& c, flashcore::BackwardParams* p)
   p->window_right = c.window_right;
   p->softcap = c.softcap;
   p->deterministic = c.deterministic != 0;
+  p->cu_seqlens_q = c.cu_seqlens_q;
+  p->cu_seqlens_k = c.cu_seqlens_k;
+  p->max_seqlen_q = c.max_seqlen_q;
+  p->max_seqlen_k = c.max_seqlen_k;
+  p->flex = flashcore::detail::to_flex_options(c);
   if (c.backend != nullptr && !flashcore::parse_backend(c.backend, &p->backend)) {
     flashcore::detail::c_api_fail(
         FLASHCORE_INVALID_ARGUMENT,
@@ -57,6 +63,7 @@ void flashcore_backward_params_init(flashcore_backward_params* params) {
   *params = flashcore_backward_params{};
   params->window_left = -1;
   params->window_right = -1;
+  flashcore_mask_mod_init(&params->mask_mod);
 }
 
 size_t flashcore_backward_workspace_bytes(const flashcore_backward_params* c) {

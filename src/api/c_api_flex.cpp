@@ -34,7 +34,8 @@ flex::BuiltinMask to_builtin_mask(const flashcore_mask_mod& c) {
   return mask;
 }
 
-flex::FlexOptions to_flex_options(const flashcore_attention_params& c) {
+template <typename CParams>
+flex::FlexOptions flex_options_of(const CParams& c) {
   flex::FlexOptions f;
   f.mask = to_builtin_mask(c.mask_mod);
   f.score_mod.alibi.slopes = c.alibi_slopes;
@@ -45,6 +46,11 @@ flex::FlexOptions to_flex_options(const flashcore_attention_params& c) {
   f.block_mask = to_block_mask(c.block_mask);
   return f;
 }
+
+flex::FlexOptions to_flex_options(const flashcore_attention_params& c) {
+  return flex_options_of(c);
+}
+flex::FlexOptions to_flex_options(const flashcore_backward_params& c) { return flex_options_of(c); }
 
 }  // namespace flashcore::detail
 

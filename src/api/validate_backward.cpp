@@ -38,6 +38,8 @@ Status validate_backward_arguments(const BackwardParams& p) {
   // Sizes, head dim, dtype, window, softcap, scale and the q, k, v, o tensors: the forward's
   // checks on the forward this backward differentiates.
   if (Status s = validate_arguments(forward_params(p)); !s.ok()) return s;
+  // A varlen batch packs its sequences along seq: each tensor is one [total, H, D] slab.
+  const int64_t tensor_batch = p.cu_seqlens_q != nullptr ? 1 : p.batch;
   struct TensorCheck {
     const char* name;
     const void* data;
@@ -53,25 +55,25 @@ Status validate_backward_arguments(const BackwardParams& p) {
       {"dv", p.dv.data, p.dv.dtype, p.dv.strides, p.seqlen_k, p.heads_kv, true},
   };
   for (const TensorCheck& t : tensors) {
-    if (Status s = check_tensor(t.name, t.data, t.dtype, p.q.dtype, t.strides, p.batch, t.seqlen,
-                                t.heads, p.head_dim, t.is_output);
+    if (Status s = check_tensor(t.name, t.data, t.dtype, p.q.dtype, t.strides, tensor_batch,
+                                t.seqlen, t.heads, p.head_dim, t.is_output);
         !s.ok()) {
       return s;
     }
   }
   if (p.lse == nullptr) {
     return invalid_argument(
-        "lse is null; the backward needs the forward's LSE [B, Hq, Sq] (run the forward with "
-        "AttentionParams::lse set)");
+        "lse is null; the backward needs the forward's LSE ([B, Hq, Sq], varlen [Hq, total_q]; "
+        "run the forward with AttentionParams::lse set)");
   }
   if (reinterpret_cast<uintptr_t>(p.lse) % alignof(float) != 0) {
     return invalid_argument("lse pointer is not 4-byte aligned");
   }
   // dq is written by one kernel and dk, dv by another: sharing memory would race.
   const std::array<std::pair<const char*, ByteSpan>, 3> outputs{{
-      {"dq", byte_span(p.dq.data, p.dq.strides, p.batch, p.seqlen_q, p.heads_q, p.head_dim)},
-      {"dk", byte_span(p.dk.data, p.dk.strides, p.batch, p.seqlen_k, p.heads_kv, p.head_dim)},
-      {"dv", byte_span(p.dv.data, p.dv.strides, p.batch, p.seqlen_k, p.heads_kv, p.head_dim)},
+      {"dq", byte_span(p.dq.data, p.dq.strides, tensor_batch, p.seqlen_q, p.heads_q, p.head_dim)},
+      {"dk", byte_span(p.dk.data, p.dk.strides, tensor_batch, p.seqlen_k, p.heads_kv, p.head_dim)},
+      {"dv", byte_span(p.dv.data, p.dv.strides, tensor_batch, p.seqlen_k, p.heads_kv, p.head_dim)},
   }};
   for (size_t i = 0; i < outputs.size(); ++i) {
     for (size_t j = i + 1; j < outputs.size(); ++j) {
@@ -86,17 +88,9 @@ Status validate_backward_arguments(const BackwardParams& p) {
 }
 
 Status validate_backward_device(const BackwardParams& p, cudaDeviceProp* properties) {
-  if (Status s = current_device_properties(properties); !s.ok()) return s;
-  if (properties->major < 8) {
-    return {StatusCode::kUnsupported, cat("GPU ", properties->name, " is sm_", properties->major,
-                                          properties->minor, "; flashcore needs sm_80 or newer")};
-  }
-  for (const auto& [name, data] : {std::pair<const char*, const void*>{"q", p.q.data},
-                                   {"k", p.k.data},
-                                   {"v", p.v.data},
-                                   {"o", p.o.data},
-                                   {"d_o", p.d_o.data},
-                                   {"lse", p.lse},
+  // The device, and q, k, v, o, lse, the varlen arrays and the flex arrays: the forward's checks.
+  if (Status s = validate_device(forward_params(p), properties); !s.ok()) return s;
+  for (const auto& [name, data] : {std::pair<const char*, const void*>{"d_o", p.d_o.data},
                                    {"dq", p.dq.data},
                                    {"dk", p.dk.data},
                                    {"dv", p.dv.data}}) {

@@ -29,6 +29,11 @@ inline AttentionParams forward_params(const BackwardParams& params) {
   p.window_left = params.window_left;
   p.window_right = params.window_right;
   p.softcap = params.softcap;
+  p.cu_seqlens_q = params.cu_seqlens_q;
+  p.cu_seqlens_k = params.cu_seqlens_k;
+  p.max_seqlen_q = params.max_seqlen_q;
+  p.max_seqlen_k = params.max_seqlen_k;
+  p.flex = params.flex;
   return p;
 }
 
@@ -39,6 +44,9 @@ struct BackwardProblem {
   Softcap softcap;
 
   int64_t group() const { return params.heads_q / params.heads_kv; }
+  bool is_varlen() const { return params.cu_seqlens_q != nullptr; }
+  // Runs the flex backward (varlen, or any FlexOptions part on) rather than the dense one.
+  bool is_flex() const { return is_varlen() || params.flex.active(); }
 };
 
 // Assumes can_implement_backward() passed.

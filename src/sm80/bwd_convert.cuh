@@ -22,19 +22,25 @@ __global__ void __launch_bounds__(kConvertThreads)
   const int row = blockIdx.x * kRowsPerCta + threadIdx.x / kThreadsPerRow;
   const int chunk = threadIdx.x % kThreadsPerRow;
   const int head = blockIdx.y, batch = blockIdx.z;
-  if (row >= p.seqlen_q) return;
-  const float* src = p.dq_accum +
-                     ((static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q_rounded + row) *
-                         Traits::kHeadDim +
-                     chunk * kChunkElems;
+  // Varlen: sequence batch's rows, at their place in the packed dq.
+  int seqlen_q = p.seqlen_q;
+  int64_t q_start = 0, batch_index = batch;
+  if (p.cu_seqlens_q != nullptr) {
+    q_start = p.cu_seqlens_q[batch];
+    seqlen_q = p.cu_seqlens_q[batch + 1] - static_cast<int>(q_start);
+    batch_index = 0;
+  }
+  if (row >= seqlen_q) return;
+  const float* src =
+      p.dq_accum + (workspace_row0(p, batch, head) + row) * Traits::kHeadDim + chunk * kChunkElems;
   const float4 lo = *reinterpret_cast<const float4*>(src);
   const float4 hi = *reinterpret_cast<const float4*>(src + 4);
   uint32_t packed[4] = {pack2<Element>(lo.x * p.scale, lo.y * p.scale),
                         pack2<Element>(lo.z * p.scale, lo.w * p.scale),
                         pack2<Element>(hi.x * p.scale, hi.y * p.scale),
                         pack2<Element>(hi.z * p.scale, hi.w * p.scale)};
-  Element* dst = static_cast<Element*>(p.dq) + batch * p.dq_batch + row * p.dq_seq +
-                 head * p.dq_head + chunk * kChunkElems;
+  Element* dst = static_cast<Element*>(p.dq) + batch_index * p.dq_batch +
+                 (q_start + row) * p.dq_seq + head * p.dq_head + chunk * kChunkElems;
   *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
 }
 
@@ -42,7 +48,10 @@ template <typename Traits>
 cudaError_t launch_bwd_convert(const BwdParams& p, cudaStream_t stream) {
   constexpr int kRowsPerCta = kConvertThreads / Traits::kChunksPerRow;
   detail::LaunchShape shape;
-  shape.grid = dim3(static_cast<unsigned>((p.seqlen_q + kRowsPerCta - 1) / kRowsPerCta),
+  // Dense: seqlen_q rows; varlen: the longest sequence's (num_m_blocks whole blocks).
+  const int64_t rows =
+      p.cu_seqlens_q != nullptr ? static_cast<int64_t>(p.num_m_blocks) * p.block_m : p.seqlen_q;
+  shape.grid = dim3(static_cast<unsigned>((rows + kRowsPerCta - 1) / kRowsPerCta),
                     static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
   shape.threads = kConvertThreads;
   return detail::launch_kernel(bwd_convert_kernel<Traits>, shape, stream, p);

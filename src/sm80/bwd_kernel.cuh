@@ -37,23 +37,23 @@ __device__ __forceinline__ RowRange<int> query_blocks_of(const BwdParams& p, int
 }
 
 // dK (times the softmax scale) and dV of the warp's tile (DkvSplit: keys from key_row0, the n8
-// tiles of dims from first_ntile), in the output dtype; keys past seqlen_k are not stored. One
-// 32-bit store per fragment register pair.
+// tiles of dims from first_ntile), in the output dtype, into dk_out / dv_out (the kv head's key 0);
+// keys past seqlen_k are not stored. One 32-bit store per fragment register pair.
 template <typename Traits>
-__device__ __forceinline__ void store_key_grads(const BwdParams& p, int key_row0, int first_ntile,
-                                                int kv_head, int batch, int lane,
+__device__ __forceinline__ void store_key_grads(const BwdParams& p,
+                                                typename Traits::Element* dk_out,
+                                                typename Traits::Element* dv_out, int seqlen_k,
+                                                int key_row0, int first_ntile, int lane,
                                                 const KeyGradFrag<Traits>& dk,
                                                 const KeyGradFrag<Traits>& dv) {
   using Element = typename Traits::Element;
   using Split = typename Traits::DkvSplit;
-  auto* dk_out = static_cast<Element*>(p.dk) + batch * p.dk_batch + kv_head * p.dk_head;
-  auto* dv_out = static_cast<Element*>(p.dv) + batch * p.dv_batch + kv_head * p.dv_head;
 #pragma unroll
   for (int mt = 0; mt < Split::kMTiles; ++mt) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int key = key_row0 + mt * kMmaM + lane / 4 + 8 * half;
-      if (key >= p.seqlen_k) continue;
+      if (key >= seqlen_k) continue;
 #pragma unroll
       for (int dt = 0; dt < Split::kNTiles; ++dt) {
         const int dim = (first_ntile + dt) * kMmaN + 2 * (lane % 4);
@@ -61,6 +61,29 @@ __device__ __forceinline__ void store_key_grads(const BwdParams& p, int key_row0
             pack2<Element>(dk[mt][dt][2 * half] * p.scale, dk[mt][dt][2 * half + 1] * p.scale);
         *reinterpret_cast<uint32_t*>(dv_out + key * p.dv_seq + dim) =
             pack2<Element>(dv[mt][dt][2 * half], dv[mt][dt][2 * half + 1]);
+      }
+    }
+  }
+}
+
+// Adds the warp's dQ tile (DqSplit: rows from dq_rows, the n8 tiles of dims from first_ntile) to
+// the workspace accumulators; rows from rows_left on lie past the sequence and are skipped.
+template <typename Traits>
+__device__ __forceinline__ void add_dq_tile(
+    float* dq_rows, int rows_left, int first_ntile, int lane,
+    const float (&dq)[Traits::DqSplit::kMTiles][Traits::DqSplit::kNTiles][4]) {
+  using Dq = typename Traits::DqSplit;
+#pragma unroll
+  for (int mt = 0; mt < Dq::kMTiles; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = mt * kMmaM + lane / 4 + 8 * half;
+      if (r >= rows_left) continue;
+      float* row = dq_rows + r * Traits::kHeadDim;
+#pragma unroll
+      for (int dt = 0; dt < Dq::kNTiles; ++dt) {
+        const int dim = (first_ntile + dt) * kMmaN + 2 * (lane % 4);
+        atomic_add2(row + dim, dq[mt][dt][2 * half], dq[mt][dt][2 * half + 1]);
       }
     }
   }
@@ -217,23 +240,12 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
         p.dq_accum + ((static_cast<int64_t>(batch) * p.heads_q + at.head) * p.seqlen_q_rounded +
                       row0 + dq_row0) *
                          Traits::kHeadDim;
-#pragma unroll
-    for (int mt = 0; mt < Dq::kMTiles; ++mt) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = mt * kMmaM + lane / 4 + 8 * half;
-        if (row0 + dq_row0 + r >= p.seqlen_q) continue;
-        float* row = dq_rows + r * Traits::kHeadDim;
-#pragma unroll
-        for (int dt = 0; dt < Dq::kNTiles; ++dt) {
-          const int dim = (dq_first_ntile + dt) * kMmaN + 2 * (lane % 4);
-          atomic_add2(row + dim, dq[mt][dt][2 * half], dq[mt][dt][2 * half + 1]);
-        }
-      }
-    }
+    add_dq_tile<Traits>(dq_rows, p.seqlen_q - (row0 + dq_row0), dq_first_ntile, lane, dq);
     if constexpr (kDeterministic) pass_turn(semaphore);
   }
-  store_key_grads<Traits>(p, key0 + dkv_key0, dkv_first_ntile, kv_head, batch, lane, dk, dv);
+  store_key_grads<Traits>(p, static_cast<Element*>(p.dk) + batch * p.dk_batch + kv_head * p.dk_head,
+                          static_cast<Element*>(p.dv) + batch * p.dv_batch + kv_head * p.dv_head,
+                          p.seqlen_k, key0 + dkv_key0, dkv_first_ntile, lane, dk, dv);
 }
 
 template <typename Traits, bool kDeterministic>

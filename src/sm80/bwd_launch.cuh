@@ -9,6 +9,7 @@
 
 #include "common/pruning.hpp"
 #include "sm80/bwd_convert.cuh"
+#include "sm80/bwd_flex_kernel.cuh"
 #include "sm80/bwd_kernel.cuh"
 #include "sm80/bwd_kernel_traits.hpp"
 #include "sm80/bwd_launch.hpp"
@@ -33,7 +34,32 @@ cudaError_t launch_backward(const BwdParams& p, bool deterministic, cudaStream_t
   }
 }
 
+template <typename Traits>
+cudaError_t launch_flex_backward(const BuiltinBwdFlexParams& fp, cudaStream_t stream) {
+  constexpr DType kDType =
+      std::is_same_v<typename Traits::Element, __half> ? DType::kFloat16 : DType::kBFloat16;
+  if constexpr (detail::kernel_built(kDType, Traits::kHeadDim)) {
+    if (cudaError_t err = launch_bwd_preprocess<Traits>(fp.bwd, stream); err != cudaSuccess) {
+      return err;
+    }
+    if (cudaError_t err = launch_bwd_flex_kernel<Traits>(fp, stream); err != cudaSuccess) {
+      return err;
+    }
+    return launch_bwd_convert<Traits>(fp.bwd, stream);
+  } else {
+    return cudaErrorInvalidDeviceFunction;
+  }
+}
+
 }  // namespace flashcore::sm80
+
+// The flex backward of both dtypes of head dim D (sm80_bwd.cu's flex list); inside namespace
+// flashcore::sm80.
+#define FLASHCORE_SM80_BWD_FLEX_INSTANTIATE(D)                                                 \
+  template cudaError_t launch_flex_backward<BwdTraits<__half, D>>(const BuiltinBwdFlexParams&, \
+                                                                  cudaStream_t);               \
+  template cudaError_t launch_flex_backward<BwdTraits<__nv_bfloat16, D>>(                      \
+      const BuiltinBwdFlexParams&, cudaStream_t);
 
 // Both dtypes of head dim D's tile (its large-shared-memory tile when kLarge is true:
 // bwd_kernel_traits.hpp); inside namespace flashcore::sm80.

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "flashcore/flex/block_mask_layout.hpp"
+#include "flashcore/flex/builtin_mods.hpp"
 #include "flashcore/mask.hpp"
 
 namespace flashcore::sm80 {
@@ -14,7 +16,7 @@ struct BwdParams {
   const void* v;
   const void* o;
   const void* d_o;
-  const float* lse;  // the forward's [batch, heads_q, seqlen_q], natural log
+  const float* lse;  // the forward's [batch, heads_q, seqlen_q] ([heads_q, total_q]), natural log
   void* dq;
   void* dk;
   void* dv;
@@ -29,7 +31,7 @@ struct BwdParams {
   int64_t dv_batch, dv_seq, dv_head;
 
   // Workspace, rows padded to seqlen_q_rounded (a multiple of the query block) so that the main
-  // kernel copies whole blocks of them without bounds tests:
+  // kernel copies whole blocks of them without bounds tests (varlen: workspace_row0 below):
   float* dq_accum;  // [batch, heads_q, seqlen_q_rounded, head_dim] fp32 dQ / scale, zeroed
   float* lse_log2;  // [batch, heads_q, seqlen_q_rounded] LSE * log2(e); +inf where no key is seen
   float* delta;     // [batch, heads_q, seqlen_q_rounded] D = rowsum(dO * O); 0 past seqlen_q
@@ -53,6 +55,39 @@ struct BwdParams {
   bool softcapped;
   float softcap_in;   // scale / cap: the tanh argument from a raw score
   float softcap_out;  // cap * log2(e): tanh to the log2 domain
+
+  // Varlen (BackwardParams' meaning), or null: then seqlen_q/k are the totals, batch counts the
+  // sequences, num_m_blocks covers max_seqlen_q, and the workspace rows of (sequence b, head h)
+  // start at workspace_row0.
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  int block_m;  // the query block the workspace rows are padded to
 };
+
+// The first workspace row (of lse_log2 and delta; of dq_accum times head_dim) of (batch, head).
+// Dense: [batch, heads_q, seqlen_q_rounded]. Varlen: [heads_q, seqlen_q_rounded] where sequence b
+// starts at (cu_seqlens_q[b] + b * block_m) rounded down to block_m: a whole number of blocks past
+// the end of sequence b - 1's rows (FlashAttention-2's padding), so every sequence's blocks are
+// 16-byte aligned and whole; seqlen_q_rounded >= total_q + batch * block_m.
+FLASHCORE_HOST_DEVICE int64_t workspace_row0(const BwdParams& p, int batch, int head) {
+  if (p.cu_seqlens_q == nullptr) {
+    return (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q_rounded;
+  }
+  const int64_t start = (static_cast<int64_t>(p.cu_seqlens_q[batch]) + int64_t{batch} * p.block_m) /
+                        p.block_m * p.block_m;
+  return static_cast<int64_t>(head) * p.seqlen_q_rounded + start;
+}
+
+// What the flex backward receives: the dense view (sizes, strides, workspace, varlen arrays) and
+// the forward's mods, with the window ANDed into the mask and softcap composed last into the
+// score_mod (common/flex_problem.hpp), and its BlockMask.
+template <typename Mask, typename ScoreMod>
+struct BwdFlexParams {
+  BwdParams bwd;
+  Mask mask;  // bound to each sequence's lengths in the kernel
+  ScoreMod score_mod;
+  flex::BlockMask block_mask;  // kv_num_blocks null: none
+};
+using BuiltinBwdFlexParams = BwdFlexParams<flex::BuiltinMask, flex::BuiltinScoreMod>;
 
 }  // namespace flashcore::sm80

@@ -1,7 +1,8 @@
 // The backward's first kernel: per query row, D = rowsum(dO * O) in fp32 and the forward's LSE in
 // the log2 domain, both into the workspace (bwd_params.hpp) where the main kernel copies them a
-// query block at a time. Rows past seqlen_q, and rows that saw no key (LSE -inf), get LSE +inf, so
-// that every P the main kernel recomputes for them is exp2(x - inf) = 0, never exp2(-inf + inf).
+// query block at a time; varlen batches read their sequence's rows through cu_seqlens_q. Rows past
+// seqlen_q, and rows that saw no key (LSE -inf), get LSE +inf, so that every P the main kernel
+// recomputes for them is exp2(x - inf) = 0, never exp2(-inf + inf).
 #pragma once
 
 #include <cstdint>
@@ -29,15 +30,28 @@ __global__ void __launch_bounds__(kPreprocessThreads)
   const int row = blockIdx.x * kRowsPerCta + threadIdx.x / kThreadsPerRow;
   const int chunk = threadIdx.x % kThreadsPerRow;
   const int head = blockIdx.y, batch = blockIdx.z;
-  // The grid covers exactly seqlen_q_rounded rows (a multiple of every kRowsPerCta), so every lane
-  // reaches the shuffles below.
+  // The grid covers exactly num_m_blocks whole query blocks (a multiple of every kRowsPerCta), so
+  // every lane reaches the shuffles below. Varlen: sequence batch's rows, padded to whole blocks
+  // (the CTAs past them, which hold the next sequence's rows, leave at once, all together).
+  int seqlen_q = p.seqlen_q;
+  int64_t q_start = 0, batch_index = batch, lse_at = 0;
+  if (p.cu_seqlens_q != nullptr) {
+    q_start = p.cu_seqlens_q[batch];
+    seqlen_q = p.cu_seqlens_q[batch + 1] - static_cast<int>(q_start);
+    if (blockIdx.x * kRowsPerCta >= (seqlen_q + p.block_m - 1) / p.block_m * p.block_m) return;
+    batch_index = 0;
+    lse_at = static_cast<int64_t>(head) * p.seqlen_q + q_start;  // LSE [heads_q, total_q]
+  } else {
+    lse_at = (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q;
+  }
 
   float dot = 0.f;
-  if (row < p.seqlen_q) {
-    const auto* o = static_cast<const Element*>(p.o) + batch * p.o_batch + row * p.o_seq +
+  if (row < seqlen_q) {
+    const int64_t at_row = q_start + row;
+    const auto* o = static_cast<const Element*>(p.o) + batch_index * p.o_batch + at_row * p.o_seq +
                     head * p.o_head + chunk * kChunkElems;
-    const auto* d_o = static_cast<const Element*>(p.d_o) + batch * p.do_batch + row * p.do_seq +
-                      head * p.do_head + chunk * kChunkElems;
+    const auto* d_o = static_cast<const Element*>(p.d_o) + batch_index * p.do_batch +
+                      at_row * p.do_seq + head * p.do_head + chunk * kChunkElems;
     const Chunk o_chunk = *reinterpret_cast<const Chunk*>(o);
     const Chunk do_chunk = *reinterpret_cast<const Chunk*>(d_o);
     const auto* o_elems = reinterpret_cast<const Element*>(&o_chunk);
@@ -52,10 +66,10 @@ __global__ void __launch_bounds__(kPreprocessThreads)
     dot += __shfl_xor_sync(0xffffffffu, dot, lanes);
   }
   if (chunk != 0) return;
-  const int64_t at = (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q_rounded + row;
+  const int64_t at = workspace_row0(p, batch, head) + row;
   float lse_log2 = INFINITY;
-  if (row < p.seqlen_q) {
-    const float lse = p.lse[(static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q + row];
+  if (row < seqlen_q) {
+    const float lse = p.lse[lse_at + row];
     if (lse != -INFINITY) lse_log2 = lse * kLog2e;
   }
   p.lse_log2[at] = lse_log2;
@@ -66,9 +80,11 @@ template <typename Traits>
 cudaError_t launch_bwd_preprocess(const BwdParams& p, cudaStream_t stream) {
   constexpr int kRowsPerCta = kPreprocessThreads / Traits::kChunksPerRow;
   static_assert(Traits::kBlockM % kRowsPerCta == 0,
-                "the grid covers seqlen_q_rounded exactly (the kernel's shuffles need every lane)");
+                "the grid covers whole query blocks (the kernel's shuffles need every lane)");
   detail::LaunchShape shape;
-  shape.grid = dim3(static_cast<unsigned>((p.seqlen_q_rounded + kRowsPerCta - 1) / kRowsPerCta),
+  // num_m_blocks * block_m rows: seqlen_q_rounded when dense, the longest sequence's when varlen.
+  const int64_t rows = static_cast<int64_t>(p.num_m_blocks) * p.block_m;
+  shape.grid = dim3(static_cast<unsigned>((rows + kRowsPerCta - 1) / kRowsPerCta),
                     static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
   shape.threads = kPreprocessThreads;
   return detail::launch_kernel(bwd_preprocess_kernel<Traits>, shape, stream, p);

@@ -31,13 +31,23 @@ struct WorkspaceLayout {
 inline WorkspaceLayout workspace_layout(const BackwardProblem& problem, int block_m) {
   const BackwardParams& a = problem.params;
   WorkspaceLayout w{};
-  w.num_m_blocks = (a.seqlen_q + block_m - 1) / block_m;
-  w.seqlen_q_rounded = w.num_m_blocks * block_m;
-  const size_t rows = static_cast<size_t>(a.batch * a.heads_q * w.seqlen_q_rounded);
+  size_t rows = 0;
+  if (a.cu_seqlens_q != nullptr) {
+    // Varlen: [heads_q, seqlen_q_rounded] with every sequence padded to whole blocks
+    // (sm80::workspace_row0); the grid covers the longest sequence.
+    w.num_m_blocks = (a.max_seqlen_q + block_m - 1) / block_m;
+    w.seqlen_q_rounded = (a.seqlen_q + a.batch * block_m + block_m - 1) / block_m * block_m;
+    rows = static_cast<size_t>(a.heads_q * w.seqlen_q_rounded);
+  } else {
+    w.num_m_blocks = (a.seqlen_q + block_m - 1) / block_m;
+    w.seqlen_q_rounded = w.num_m_blocks * block_m;
+    rows = static_cast<size_t>(a.batch * a.heads_q * w.seqlen_q_rounded);
+  }
   w.dq_accum = 0;
   w.lse_log2 = align_up(rows * static_cast<size_t>(a.head_dim) * sizeof(float));
   w.delta = w.lse_log2 + align_up(rows * sizeof(float));
   w.semaphore = w.delta + align_up(rows * sizeof(float));
+  // Deterministic mode is dense only (sm80_backward_rejects).
   const size_t semaphores =
       a.deterministic ? static_cast<size_t>(a.batch * a.heads_q * w.num_m_blocks) : 0;
   w.total = w.semaphore + align_up(semaphores * sizeof(int));
@@ -85,7 +95,11 @@ inline sm80::BwdParams backward_kernel_view(const BackwardProblem& problem, void
   p.seqlen_k = static_cast<int>(a.seqlen_k);
   p.seqlen_q_rounded = static_cast<int>(w.seqlen_q_rounded);
   p.num_m_blocks = static_cast<int>(w.num_m_blocks);
-  p.num_n_blocks = static_cast<int>((a.seqlen_k + block_n - 1) / block_n);
+  p.num_n_blocks = static_cast<int>(
+      ((a.cu_seqlens_k != nullptr ? a.max_seqlen_k : a.seqlen_k) + block_n - 1) / block_n);
+  p.cu_seqlens_q = a.cu_seqlens_q;
+  p.cu_seqlens_k = a.cu_seqlens_k;
+  p.block_m = block_m;
   p.mask = WindowMask<int>{p.seqlen_q, p.seqlen_k, clamp_window(problem.mask.left, a.seqlen_k),
                            clamp_window(problem.mask.right, a.seqlen_q)};
   // The forward's score scaling (common/score_scaling.hpp), so that P is recomputed exactly as

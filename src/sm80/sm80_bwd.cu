@@ -1,5 +1,6 @@
-// Host side of the sm80 backward: the instantiation list (dtype x head dim; masks, softcap, GQA
-// and deterministic mode are runtime arguments), the workspace layout, the kernel view of the
+// Host side of the sm80 backward: the instantiation lists (dtype x head dim; masks, softcap, GQA
+// and deterministic mode are runtime arguments; varlen and the built-in flex options run the flex
+// kernel), the workspace layout, the kernel view of the
 // problem and the launches. The kernels are compiled one head dim per translation unit
 // (bwd_launch.hpp).
 #include <cuda_runtime.h>
@@ -9,6 +10,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/flex_problem.hpp"
 #include "common/kernel_list.hpp"
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
@@ -47,6 +49,14 @@ bool with_traits(DType dtype, int64_t head_dim, size_t smem_per_block, Fn&& fn) 
   return large_fits ? LargeSmemKernels::with(dtype, head_dim, fn)
                     : BackwardKernels::with(dtype, head_dim, fn);
 }
+// The flex backward's list (bwd_launch.hpp: launch_flex_backward), and the query and key blocks
+// its BlockMask blocks must be multiples of: its walk classifies one BlockMask block per step.
+using FlexBackwardKernels = KernelList<sm80::BwdTraits, 64, 128>;
+constexpr int64_t kFlexBlockM = sm80::BwdTraits<__half, 64>::kBlockM;
+constexpr int64_t kFlexBlockN = sm80::BwdTraits<__half, 64>::kBlockN;
+static_assert(kFlexBlockM == sm80::BwdTraits<__half, 128>::kBlockM &&
+                  kFlexBlockN == sm80::BwdTraits<__half, 128>::kBlockN,
+              "one BlockMask rule for both head dims");
 
 }  // namespace
 
@@ -68,6 +78,22 @@ const char* sm80_backward_rejects(const BackwardProblem& problem, const cudaDevi
   }
   if (static_cast<size_t>(smem_bytes) > device.sharedMemPerBlockOptin) {
     return "needs more shared memory per block than this GPU allows for this head_dim";
+  }
+  if (problem.is_flex()) {
+    if (a.deterministic) {
+      return "has no deterministic mode for varlen batches and flex options yet; pass "
+             "deterministic=false";
+    }
+    if (a.head_dim != 64 && a.head_dim != 128) {
+      return "has flex backward kernels for head_dim 64 and 128 only";
+    }
+    const flex::BlockMask& m = a.flex.block_mask;
+    if (a.flex.has_block_mask() &&
+        (m.q_block_size % kFlexBlockM != 0 || m.kv_block_size % kFlexBlockN != 0)) {
+      return "runs BlockMasks whose q_block_size is a multiple of 64 and kv_block_size a multiple "
+             "of 128 (its key block); rebuild the BlockMask with such block sizes (128, 128 is "
+             "PyTorch's default)";
+    }
   }
   return "";
 }
@@ -117,6 +143,21 @@ Status launch_sm80_backward_tile(const BackwardProblem& problem, void* workspace
       status = {
           StatusCode::kCudaError,
           std::string("sm80 backward: zeroing the workspace failed: ") + cudaGetErrorString(err)};
+      return;
+    }
+    if (problem.is_flex()) {
+      // The forward's built-in mods: the window ANDed into the mask, softcap last.
+      const Problem forward = make_problem(forward_params(problem.params));
+      const sm80::BuiltinBwdFlexParams fp{p, builtin_mask(forward), builtin_score_mod(forward),
+                                          problem.params.flex.block_mask};
+      bool launched = false;
+      FlexBackwardKernels::with(problem.params.q.dtype, problem.params.head_dim, [&](auto t) {
+        using FlexTraits = decltype(t);
+        launched = true;
+        status =
+            launch_status(sm80::launch_flex_backward<FlexTraits>(fp, stream), "sm80 flex backward");
+      });
+      if (!launched) status = {StatusCode::kUnsupported, "sm80 flex backward: no kernel"};
       return;
     }
     status = launch_status(sm80::launch_backward<Traits>(p, problem.params.deterministic, stream),

@@ -1,6 +1,7 @@
-// The sm80 backward kernels for head dim 64 (fp16 and bf16); see bwd_launch.hpp.
+// The sm80 backward kernels for head dim 64 (fp16 and bf16), dense and flex; see bwd_launch.hpp.
 #include "sm80/bwd_launch.cuh"
 
 namespace flashcore::sm80 {
 FLASHCORE_SM80_BWD_INSTANTIATE(64)
+FLASHCORE_SM80_BWD_FLEX_INSTANTIATE(64)
 }  // namespace flashcore::sm80

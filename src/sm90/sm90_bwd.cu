@@ -38,6 +38,9 @@ const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDevi
     return why;
   }
   if (a.softcap > 0.f) return "does not implement softcap yet (the sm80 backward does)";
+  if (problem.is_flex()) {
+    return "does not implement varlen batches or flex options yet (the sm80 backward does)";
+  }
   if (a.deterministic) return "has no deterministic mode yet (the sm80 backward has)";
   if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {
     return "supports seqlen_q and seqlen_k up to 2^29";

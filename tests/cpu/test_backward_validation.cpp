@@ -11,6 +11,7 @@
 #include "common/backward_problem.hpp"
 #include "flashcore/backward.hpp"
 #include "flashcore/flashcore.h"
+#include "flashcore/flex.hpp"
 #include "sm80/sm80_bwd.hpp"
 #include "sm90/sm90_bwd.hpp"
 
@@ -104,6 +105,27 @@ const BadCase kBadCases[] = {
      StatusCode::kInvalidArgument, "window"},
     {"softcap_nan", [](BackwardParams& p) { p.softcap = std::nanf(""); },
      StatusCode::kInvalidArgument, "softcap"},
+    // The varlen and flex fields get the forward's checks (one spelling, one validation).
+    {"varlen_one_array",
+     [](BackwardParams& p) { p.cu_seqlens_q = reinterpret_cast<const int32_t*>(p.lse); },
+     StatusCode::kInvalidArgument, "cu_seqlens_k"},
+    {"max_seqlen_without_varlen", [](BackwardParams& p) { p.max_seqlen_q = 10; },
+     StatusCode::kInvalidArgument, "max_seqlen"},
+    {"flex_softcap_twice", [](BackwardParams& p) { p.flex.score_mod.softcap.cap = 3.f; },
+     StatusCode::kInvalidArgument, "softcap"},
+    {"flex_bias_distance",
+     [](BackwardParams& p) {
+       p.flex.score_mod.bias.table = p.lse;
+       p.flex.score_mod.bias.max_distance = 0;
+     },
+     StatusCode::kInvalidArgument, "flex.score_mod.bias"},
+    {"block_mask_wrong_shape",
+     [](BackwardParams& p) {
+       p.flex.block_mask = flex::block_mask_shape(2, 8, 100, 300, 128, 128);
+       p.flex.block_mask.kv_num_blocks = reinterpret_cast<const int32_t*>(p.lse);
+       p.flex.block_mask.kv_indices = reinterpret_cast<const int32_t*>(p.lse);
+     },
+     StatusCode::kInvalidArgument, "flex.block_mask"},
 };
 
 INSTANTIATE_TEST_SUITE_P(BadArguments, BackwardValidationTest, ::testing::ValuesIn(kBadCases),
@@ -219,6 +241,83 @@ TEST(BackwardValidation, WorkspaceGrowsLinearlyInSeqlenQ) {
   EXPECT_EQ(detail::sm90_backward_workspace_bytes(detail::make_backward_problem(p)), two);
 }
 
+// A varlen batch: packed [total, H, D] tensors, batch counting the sequences.
+BackwardParams varlen_params() {
+  BackwardParams p = valid_params();
+  p.batch = 3;
+  p.seqlen_q = 300;  // totals
+  p.seqlen_k = 500;
+  for (auto* t : {&p.q, &p.o, &p.d_o}) t->strides = bshd_strides(300, 8, 128);
+  p.dq.strides = bshd_strides(300, 8, 128);
+  for (auto* t : {&p.k, &p.v}) t->strides = bshd_strides(500, 2, 128);
+  for (auto* t : {&p.dk, &p.dv}) t->strides = bshd_strides(500, 2, 128);
+  auto* base = reinterpret_cast<const char*>(p.lse);
+  p.cu_seqlens_q = reinterpret_cast<const int32_t*>(base + 4096);
+  p.cu_seqlens_k = reinterpret_cast<const int32_t*>(base + 8192);
+  p.max_seqlen_q = 200;
+  p.max_seqlen_k = 400;
+  return p;
+}
+
+TEST(BackwardValidation, VarlenAndFlexParamsPass) {
+  BackwardParams p = varlen_params();
+  Status s = detail::validate_backward_arguments(p);
+  EXPECT_TRUE(s.ok()) << s.message;
+  p.flex.score_mod.alibi.slopes = p.lse;
+  p.flex.sinks.logits = p.lse;
+  p.causal = true;
+  s = detail::validate_backward_arguments(p);
+  EXPECT_TRUE(s.ok()) << s.message;
+  // The packed tensors' batch strides are ignored.
+  p.dq.strides.batch = 0;
+  s = detail::validate_backward_arguments(p);
+  EXPECT_TRUE(s.ok()) << s.message;
+}
+
+// What the flex backward leaves out is refused with the fix; the sm90 backward leaves varlen and
+// flex to sm80 (kAuto then runs sm80).
+TEST(BackwardValidation, FlexBackwardSaysWhatItRuns) {
+  cudaDeviceProp h100{};
+  h100.major = 9;
+  h100.sharedMemPerBlockOptin = 227 * 1024;
+  auto sm80 = [&](const BackwardParams& p) {
+    return std::string(detail::sm80_backward_rejects(detail::make_backward_problem(p), h100));
+  };
+  BackwardParams p = varlen_params();
+  EXPECT_EQ(sm80(p), "");
+  p.deterministic = true;
+  EXPECT_NE(sm80(p).find("deterministic=false"), std::string::npos) << sm80(p);
+
+  p = valid_params();
+  p.flex.block_mask = flex::block_mask_shape(2, 8, 100, 200, 128, 64);
+  p.flex.block_mask.kv_num_blocks = reinterpret_cast<const int32_t*>(p.lse);
+  p.flex.block_mask.kv_indices = reinterpret_cast<const int32_t*>(p.lse);
+  EXPECT_NE(sm80(p).find("multiple of 128"), std::string::npos) << sm80(p);
+  p.flex.block_mask.kv_block_size = 128;
+  p.flex.block_mask.q_block_size = 64;
+  EXPECT_EQ(sm80(p), "");
+
+  const std::string sm90 =
+      detail::sm90_backward_rejects(detail::make_backward_problem(varlen_params()), h100);
+  if (sm90.find("not in this build") == std::string::npos) {
+    EXPECT_NE(sm90.find("varlen"), std::string::npos) << sm90;
+    BackwardParams alibi = valid_params();
+    alibi.flex.score_mod.alibi.slopes = alibi.lse;
+    const std::string why =
+        detail::sm90_backward_rejects(detail::make_backward_problem(alibi), h100);
+    EXPECT_NE(why.find("flex"), std::string::npos) << why;
+  }
+}
+
+// Varlen workspace rows: every sequence padded to whole 64-row blocks,
+// Hq * round_up(total_q + batch * 64, 64) rows of D + 2 floats.
+TEST(BackwardValidation, VarlenWorkspacePadsEverySequence) {
+  const BackwardParams p = varlen_params();
+  const size_t rows = size_t{8} * ((300 + 3 * 64 + 63) / 64 * 64);
+  EXPECT_EQ(detail::sm80_backward_workspace_bytes(detail::make_backward_problem(p)),
+            rows * (128 + 2) * 4);
+}
+
 TEST(BackwardCApi, ReportsErrorsWithMessages) {
   EXPECT_EQ(flashcore_attention_backward(nullptr), FLASHCORE_INVALID_ARGUMENT);
   EXPECT_STREQ(flashcore_last_error(), "params is null");
@@ -226,6 +325,10 @@ TEST(BackwardCApi, ReportsErrorsWithMessages) {
   flashcore_backward_params_init(&c);
   EXPECT_EQ(c.window_left, -1);
   EXPECT_EQ(c.deterministic, 0);
+  EXPECT_EQ(c.cu_seqlens_q, nullptr);  // not varlen, no flex part
+  EXPECT_EQ(c.mask_mod.window_left, -1);
+  EXPECT_EQ(c.mask_mod.window_right, -1);
+  EXPECT_EQ(c.block_mask.kv_num_blocks, nullptr);
   c.dtype = static_cast<flashcore_dtype>(7);
   EXPECT_EQ(flashcore_attention_backward(&c), FLASHCORE_INVALID_ARGUMENT);
   EXPECT_NE(std::string(flashcore_last_error()).find("dtype"), std::string::npos);

@@ -31,18 +31,14 @@ DeviceBuffer upload(const std::vector<T>& host) {
   return buffer;
 }
 
-// A contiguous [rows, heads, D] tensor of normal values rounded to the dtype: values for the
-// reference, bits for the device.
-struct Tensor {
-  std::vector<double> values;
-  DeviceBuffer device;
-};
-Tensor random_tensor(int64_t rows, int64_t heads, int64_t head_dim, DType dtype,
-                     std::mt19937_64* rng) {
+}  // namespace
+
+FlexTensor random_flex_tensor(int64_t rows, int64_t heads, int64_t head_dim, DType dtype,
+                              std::mt19937_64* rng) {
   std::normal_distribution<float> normal(0.f, 1.f);
   const size_t n = static_cast<size_t>(rows * heads * head_dim);
   std::vector<uint16_t> bits(n);
-  Tensor t;
+  FlexTensor t;
   t.values.resize(n);
   for (size_t i = 0; i < n; ++i) {
     bits[i] = to_bits(normal(*rng), dtype);
@@ -51,6 +47,8 @@ Tensor random_tensor(int64_t rows, int64_t heads, int64_t head_dim, DType dtype,
   t.device = upload(bits);
   return t;
 }
+
+namespace {
 
 // [batch, seqlen] document ids: runs of random lengths 1 .. 2 * span, ids increasing per row.
 std::vector<int32_t> document_ids(int64_t batch, int64_t seqlen, int64_t span,
@@ -125,114 +123,112 @@ flex::BuiltinScoreMod make_score_mod(const FlexCase& c, const ModArrays& a) {
 
 }  // namespace
 
-void run_flex_case(const FlexCase& c, FlexResult* result) {
-  *result = FlexResult{};
-  const uint64_t seed = std::random_device{}() * 0x9E3779B97F4A7C15ull + std::random_device{}();
-  SCOPED_TRACE(c.name + ", seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  const bool varlen = !c.lengths_q.empty();
-  const int64_t batch = varlen ? static_cast<int64_t>(c.lengths_q.size()) : c.batch;
-  std::vector<int32_t> cu_q(1, 0), cu_k(1, 0);
+void make_flex_data(const FlexCase& c, std::mt19937_64* rng_ptr, FlexData* data) {
+  std::mt19937_64& rng = *rng_ptr;
+  FlexData& f = *data;
+  f.c = c;
+  f.varlen = !c.lengths_q.empty();
+  const bool varlen = f.varlen;
+  f.batch = varlen ? static_cast<int64_t>(c.lengths_q.size()) : c.batch;
+  const int64_t batch = f.batch;
+  f.cu_q.assign(1, 0);
+  f.cu_k.assign(1, 0);
   for (size_t b = 0; varlen && b < c.lengths_q.size(); ++b) {
-    cu_q.push_back(cu_q.back() + c.lengths_q[b]);
-    cu_k.push_back(cu_k.back() + c.lengths_k[b]);
+    f.cu_q.push_back(f.cu_q.back() + c.lengths_q[b]);
+    f.cu_k.push_back(f.cu_k.back() + c.lengths_k[b]);
   }
-  const int64_t rows_q = varlen ? cu_q.back() : batch * c.seqlen_q;
-  const int64_t rows_k = varlen ? cu_k.back() : batch * c.seqlen_k;
-  const int64_t seqlen_q = varlen ? cu_q.back() : c.seqlen_q;
-  const int64_t seqlen_k = varlen ? cu_k.back() : c.seqlen_k;
+  f.rows_q = varlen ? f.cu_q.back() : batch * c.seqlen_q;
+  f.rows_k = varlen ? f.cu_k.back() : batch * c.seqlen_k;
+  f.seqlen_q = varlen ? f.cu_q.back() : c.seqlen_q;
+  f.seqlen_k = varlen ? f.cu_k.back() : c.seqlen_k;
+  const int64_t rows_q = f.rows_q, rows_k = f.rows_k, seqlen_q = f.seqlen_q, seqlen_k = f.seqlen_k;
   const int64_t D = c.head_dim;
 
-  Tensor q = random_tensor(rows_q, c.heads_q, D, c.dtype, &rng);
-  Tensor k = random_tensor(rows_k, c.heads_kv, D, c.dtype, &rng);
-  Tensor v = random_tensor(rows_k, c.heads_kv, D, c.dtype, &rng);
-  DeviceBuffer o(static_cast<size_t>(rows_q * c.heads_q * D) * sizeof(uint16_t));
-  DeviceBuffer lse(static_cast<size_t>(rows_q * c.heads_q) * sizeof(float));
-  ASSERT_EQ(cudaMemset(o.get(), 0xff, o.bytes()), cudaSuccess);      // NaN bits
-  ASSERT_EQ(cudaMemset(lse.get(), 0xff, lse.bytes()), cudaSuccess);  // NaN floats
+  f.q = random_flex_tensor(rows_q, c.heads_q, D, c.dtype, &rng);
+  f.k = random_flex_tensor(rows_k, c.heads_kv, D, c.dtype, &rng);
+  f.v = random_flex_tensor(rows_k, c.heads_kv, D, c.dtype, &rng);
 
   // Mod data, host and device.
-  std::vector<int32_t> doc_q, doc_k, prefixes;
-  std::vector<float> slopes, bias, sinks;
   std::normal_distribution<float> normal(0.f, 1.f);
   if (c.doc_span > 0) {
-    doc_q = document_ids(batch, c.seqlen_q, c.doc_span, &rng);
+    f.doc_q = document_ids(batch, c.seqlen_q, c.doc_span, &rng);
     if (c.seqlen_q == c.seqlen_k) {
-      doc_k = doc_q;  // self-attention
+      f.doc_k = f.doc_q;  // self-attention
     } else {
       // Keys' documents of their own, ids from 1: the queries of document 0 see no key at all.
-      doc_k = document_ids(batch, c.seqlen_k, c.doc_span, &rng);
-      for (int32_t& id : doc_k) ++id;
+      f.doc_k = document_ids(batch, c.seqlen_k, c.doc_span, &rng);
+      for (int32_t& id : f.doc_k) ++id;
     }
   }
   if (c.prefix >= 0) {
     std::uniform_int_distribution<int32_t> length(0, static_cast<int32_t>(c.prefix));
-    for (int64_t b = 0; b < batch; ++b) prefixes.push_back(length(rng));
+    for (int64_t b = 0; b < batch; ++b) f.prefixes.push_back(length(rng));
   }
   for (int64_t h = 0; c.alibi && h < c.heads_q; ++h) {
-    slopes.push_back(std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(c.heads_q)));
+    f.slopes.push_back(std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(c.heads_q)));
   }
   for (int64_t i = 0; i < c.heads_q * (2 * c.bias_distance - 1) && c.bias_distance > 0; ++i) {
-    bias.push_back(normal(rng));
+    f.bias.push_back(normal(rng));
   }
-  for (int64_t h = 0; c.sinks && h < c.heads_q; ++h) sinks.push_back(2.f * normal(rng));
-  const DeviceBuffer d_doc_q = upload(doc_q), d_doc_k = upload(doc_k),
-                     d_prefixes = upload(prefixes), d_slopes = upload(slopes),
-                     d_bias = upload(bias), d_sinks = upload(sinks), d_cu_q = upload(cu_q),
-                     d_cu_k = upload(cu_k);
-  const ModArrays host{doc_q.data(),  doc_k.data(), prefixes.data(),
-                       slopes.data(), bias.data(),  sinks.data()};
+  for (int64_t h = 0; c.sinks && h < c.heads_q; ++h) f.sinks.push_back(2.f * normal(rng));
+  f.d_doc_q = upload(f.doc_q);
+  f.d_doc_k = upload(f.doc_k);
+  f.d_prefixes = upload(f.prefixes);
+  f.d_slopes = upload(f.slopes);
+  f.d_bias = upload(f.bias);
+  f.d_sinks = upload(f.sinks);
+  f.d_cu_q = upload(f.cu_q);
+  f.d_cu_k = upload(f.cu_k);
+  const ModArrays host{f.doc_q.data(),  f.doc_k.data(), f.prefixes.data(),
+                       f.slopes.data(), f.bias.data(),  f.sinks.data()};
   const ModArrays device{
-      static_cast<const int32_t*>(d_doc_q.get()),    static_cast<const int32_t*>(d_doc_k.get()),
-      static_cast<const int32_t*>(d_prefixes.get()), static_cast<const float*>(d_slopes.get()),
-      static_cast<const float*>(d_bias.get()),       static_cast<const float*>(d_sinks.get())};
+      static_cast<const int32_t*>(f.d_doc_q.get()),    static_cast<const int32_t*>(f.d_doc_k.get()),
+      static_cast<const int32_t*>(f.d_prefixes.get()), static_cast<const float*>(f.d_slopes.get()),
+      static_cast<const float*>(f.d_bias.get()),       static_cast<const float*>(f.d_sinks.get())};
 
   // The reference's mask is the kernel's: the window ANDed into the built-in mask.
-  flex::BuiltinMask host_mask = make_mask(c, host);
-  host_mask.window = {seqlen_q, seqlen_k, c.window_left, c.causal ? 0 : c.window_right};
-  flex::BuiltinScoreMod host_score = make_score_mod(c, host);
-  host_score.softcap.cap = c.softcap;
+  f.host_mask = make_mask(c, host);
+  f.host_mask.window = {seqlen_q, seqlen_k, c.window_left, c.causal ? 0 : c.window_right};
+  f.host_score = make_score_mod(c, host);
+  f.host_score.softcap.cap = c.softcap;
 
-  flex::HostBlockMask host_blocks;
-  DeviceBuffer d_counts, d_indices, d_full_counts, d_full_indices;
   flex::BlockMask device_blocks;
   if (c.block_mask != BlockMaskKind::kNone) {
     const flex::BlockMask shape =
         flex::block_mask_shape(batch, c.heads_q, seqlen_q, seqlen_k, c.q_block, c.kv_block);
-    host_blocks = c.block_mask == BlockMaskKind::kFromMask
-                      ? flex::build_block_mask_host(host_mask, shape)
-                      : random_block_mask(shape, &rng);
-    d_counts = upload(host_blocks.kv_num_blocks);
-    d_indices = upload(host_blocks.kv_indices);
-    d_full_counts = upload(host_blocks.full_kv_num_blocks);
-    d_full_indices = upload(host_blocks.full_kv_indices);
+    f.host_blocks = c.block_mask == BlockMaskKind::kFromMask
+                        ? flex::build_block_mask_host(f.host_mask, shape)
+                        : random_block_mask(shape, &rng);
+    f.d_counts = upload(f.host_blocks.kv_num_blocks);
+    f.d_indices = upload(f.host_blocks.kv_indices);
+    f.d_full_counts = upload(f.host_blocks.full_kv_num_blocks);
+    f.d_full_indices = upload(f.host_blocks.full_kv_indices);
     device_blocks = shape;
-    device_blocks.kv_num_blocks = static_cast<const int32_t*>(d_counts.get());
-    device_blocks.kv_indices = static_cast<const int32_t*>(d_indices.get());
-    device_blocks.full_kv_num_blocks = static_cast<const int32_t*>(d_full_counts.get());
-    device_blocks.full_kv_indices = static_cast<const int32_t*>(d_full_indices.get());
+    device_blocks.kv_num_blocks = static_cast<const int32_t*>(f.d_counts.get());
+    device_blocks.kv_indices = static_cast<const int32_t*>(f.d_indices.get());
+    device_blocks.full_kv_num_blocks = static_cast<const int32_t*>(f.d_full_counts.get());
+    device_blocks.full_kv_indices = static_cast<const int32_t*>(f.d_full_indices.get());
   }
 
-  AttentionParams p;
+  AttentionParams& p = f.params;
+  p = AttentionParams{};
   p.batch = batch;
   p.seqlen_q = seqlen_q;
   p.seqlen_k = seqlen_k;
   p.heads_q = c.heads_q;
   p.heads_kv = c.heads_kv;
   p.head_dim = D;
-  p.q = {q.device.get(), c.dtype, bshd_strides(varlen ? rows_q : seqlen_q, c.heads_q, D)};
-  p.k = {k.device.get(), c.dtype, bshd_strides(varlen ? rows_k : seqlen_k, c.heads_kv, D)};
-  p.v = {v.device.get(), c.dtype, bshd_strides(varlen ? rows_k : seqlen_k, c.heads_kv, D)};
-  p.o = {o.get(), c.dtype, bshd_strides(varlen ? rows_q : seqlen_q, c.heads_q, D)};
-  p.lse = static_cast<float*>(lse.get());
+  p.q = {f.q.device.get(), c.dtype, f.q_strides()};
+  p.k = {f.k.device.get(), c.dtype, f.k_strides()};
+  p.v = {f.v.device.get(), c.dtype, f.k_strides()};
   p.causal = c.causal;
   p.window_left = c.window_left;
   p.window_right = c.window_right;
   p.softcap = c.softcap;
   p.backend = c.backend;
   if (varlen) {
-    p.cu_seqlens_q = static_cast<const int32_t*>(d_cu_q.get());
-    p.cu_seqlens_k = static_cast<const int32_t*>(d_cu_k.get());
+    p.cu_seqlens_q = static_cast<const int32_t*>(f.d_cu_q.get());
+    p.cu_seqlens_k = static_cast<const int32_t*>(f.d_cu_k.get());
     p.max_seqlen_q = std::max(1, *std::max_element(c.lengths_q.begin(), c.lengths_q.end()));
     p.max_seqlen_k = std::max(1, *std::max_element(c.lengths_k.begin(), c.lengths_k.end()));
   }
@@ -240,6 +236,48 @@ void run_flex_case(const FlexCase& c, FlexResult* result) {
   p.flex.score_mod = make_score_mod(c, device);
   if (c.sinks) p.flex.sinks.logits = device.sinks;
   p.flex.block_mask = device_blocks;
+}
+
+Strides FlexData::q_strides() const {
+  return bshd_strides(varlen ? rows_q : seqlen_q, c.heads_q, c.head_dim);
+}
+Strides FlexData::k_strides() const {
+  return bshd_strides(varlen ? rows_k : seqlen_k, c.heads_kv, c.head_dim);
+}
+
+reference::FlexReferenceProblem FlexData::reference_problem() const {
+  reference::FlexReferenceProblem rp;
+  rp.batch = batch;
+  rp.seqlen_q = seqlen_q;
+  rp.seqlen_k = seqlen_k;
+  rp.heads_q = c.heads_q;
+  rp.heads_kv = c.heads_kv;
+  rp.head_dim = c.head_dim;
+  if (varlen) {
+    rp.cu_seqlens_q = cu_q.data();
+    rp.cu_seqlens_k = cu_k.data();
+  }
+  if (c.sinks) rp.sinks.logits = sinks.data();
+  return rp;
+}
+
+void run_flex_case(const FlexCase& c, FlexResult* result) {
+  *result = FlexResult{};
+  const uint64_t seed = std::random_device{}() * 0x9E3779B97F4A7C15ull + std::random_device{}();
+  SCOPED_TRACE(c.name + ", seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  FlexData data;
+  make_flex_data(c, &rng, &data);
+  if (::testing::Test::HasFatalFailure()) return;
+  const bool varlen = data.varlen;
+  const int64_t rows_q = data.rows_q, seqlen_q = data.seqlen_q, D = c.head_dim;
+  DeviceBuffer o(static_cast<size_t>(rows_q * c.heads_q * D) * sizeof(uint16_t));
+  DeviceBuffer lse(static_cast<size_t>(rows_q * c.heads_q) * sizeof(float));
+  ASSERT_EQ(cudaMemset(o.get(), 0xff, o.bytes()), cudaSuccess);      // NaN bits
+  ASSERT_EQ(cudaMemset(lse.get(), 0xff, lse.bytes()), cudaSuccess);  // NaN floats
+  AttentionParams p = data.params;
+  p.o = {o.get(), c.dtype, data.q_strides()};
+  p.lse = static_cast<float*>(lse.get());
 
   // O read back as doubles: the kernel's fp16/bf16, or the oracle's fp32.
   std::vector<double> out_o(static_cast<size_t>(rows_q * c.heads_q * D));
@@ -270,23 +308,13 @@ void run_flex_case(const FlexCase& c, FlexResult* result) {
   ASSERT_EQ(cudaMemcpy(out_lse.data(), lse.get(), out_lse.size() * 4, cudaMemcpyDeviceToHost),
             cudaSuccess);
 
-  reference::FlexReferenceProblem rp;
-  rp.batch = batch;
-  rp.seqlen_q = seqlen_q;
-  rp.seqlen_k = seqlen_k;
-  rp.heads_q = c.heads_q;
-  rp.heads_kv = c.heads_kv;
-  rp.head_dim = D;
-  if (varlen) {
-    rp.cu_seqlens_q = cu_q.data();
-    rp.cu_seqlens_k = cu_k.data();
-  }
-  if (c.sinks) rp.sinks.logits = sinks.data();
-  const flex::BlockMask host_view = host_blocks.view();
+  reference::FlexReferenceProblem rp = data.reference_problem();
+  const flex::BlockMask host_view = data.host_blocks.view();
   if (c.block_mask != BlockMaskKind::kNone) rp.block_mask = &host_view;
   std::vector<double> ref_o, ref_lse;
-  const Status rs = reference::cpu_flex_attention(rp, q.values, k.values, v.values, host_mask,
-                                                  host_score, &ref_o, &ref_lse);
+  const Status rs =
+      reference::cpu_flex_attention(rp, data.q.values, data.k.values, data.v.values, data.host_mask,
+                                    data.host_score, &ref_o, &ref_lse);
   ASSERT_TRUE(rs.ok()) << rs.message;
 
   double err = 0, norm = 0;

@@ -4,10 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "flashcore/attention.hpp"
+#include "flashcore/flex.hpp"
+#include "reference/cpu_flex_reference.hpp"
+#include "tests/support/attention_case.hpp"
 
 namespace flashcore::testing {
 
@@ -45,6 +49,41 @@ struct FlexResult {
   int64_t masked_rows = 0;
   std::string provider;
 };
+
+// A contiguous [rows, heads, D] tensor of normal values rounded to the dtype: values for the
+// reference, bits for the device.
+struct FlexTensor {
+  std::vector<double> values;
+  DeviceBuffer device;
+};
+FlexTensor random_flex_tensor(int64_t rows, int64_t heads, int64_t head_dim, DType dtype,
+                              std::mt19937_64* rng);
+
+// One flex case's inputs and mod data, host and device: params (q, k, v and the flex and varlen
+// fields set; o and lse left to the caller) for the GPU, the host mods and BlockMask for the
+// float64 references (forward and backward).
+struct FlexData {
+  FlexCase c;
+  bool varlen = false;
+  int64_t batch = 0, rows_q = 0, rows_k = 0, seqlen_q = 0, seqlen_k = 0;
+  std::vector<int32_t> cu_q, cu_k, doc_q, doc_k, prefixes;
+  std::vector<float> slopes, bias, sinks;
+  FlexTensor q, k, v;
+  DeviceBuffer d_doc_q, d_doc_k, d_prefixes, d_slopes, d_bias, d_sinks, d_cu_q, d_cu_k;
+  DeviceBuffer d_counts, d_indices, d_full_counts, d_full_indices;
+  flex::BuiltinMask host_mask;  // the window ANDed in, as the kernels run it
+  flex::BuiltinScoreMod host_score;
+  flex::HostBlockMask host_blocks;
+  AttentionParams params;
+
+  Strides q_strides() const;  // of q, o, dO and dq
+  Strides k_strides() const;  // of k, v, dk and dv
+  // The reference's problem (host arrays); its block_mask is left to the caller (a view of
+  // host_blocks that must outlive it).
+  reference::FlexReferenceProblem reference_problem() const;
+};
+// Draws c's inputs and mod data from rng; failures are test failures.
+void make_flex_data(const FlexCase& c, std::mt19937_64* rng, FlexData* data);
 
 // Runs c on the GPU and the reference on the CPU; failures to run are test failures (ADD_FAILURE)
 // and leave *result empty.

@@ -1,0 +1,151 @@
+#include "tests/support/flex_backward_case.hpp"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "reference/cpu_flex_backward_reference.hpp"
+
+namespace flashcore::testing {
+namespace {
+
+double rel_l2(const std::vector<double>& out, const std::vector<double>& ref, int64_t* nan_count) {
+  double diff2 = 0, ref2 = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i])) {
+      ++*nan_count;
+      continue;
+    }
+    diff2 += (out[i] - ref[i]) * (out[i] - ref[i]);
+    ref2 += ref[i] * ref[i];
+  }
+  return ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+}
+
+// Rows (of head_dim elements) that must be exactly zero: dQ rows of rows that see no key
+// (sees[row] == 0), or, without sees, rows whose reference is zero: dK and dV rows of keys no row
+// sees (a seen key's dV, a sum of P dO, is nonzero with probability 1 on random inputs).
+void check_zero_rows(const std::vector<double>& out, const std::vector<double>& ref,
+                     const std::vector<uint8_t>* sees, int64_t head_dim, FlexBackwardResult* r) {
+  for (size_t row = 0; row * static_cast<size_t>(head_dim) < ref.size(); ++row) {
+    const size_t at = row * static_cast<size_t>(head_dim);
+    bool zero = true;
+    if (sees != nullptr) {
+      zero = (*sees)[row] == 0;
+    } else {
+      for (int64_t d = 0; d < head_dim && zero; ++d) zero = ref[at + static_cast<size_t>(d)] == 0.0;
+    }
+    if (!zero) continue;
+    ++r->zero_rows;
+    for (int64_t d = 0; d < head_dim; ++d) {
+      if (out[at + static_cast<size_t>(d)] != 0.0) {
+        ++r->zero_errors;
+        break;
+      }
+    }
+  }
+}
+
+std::vector<double> read_back(const DeviceBuffer& buffer, size_t elements, DType dtype) {
+  std::vector<uint16_t> bits(elements);
+  EXPECT_EQ(cudaMemcpy(bits.data(), buffer.get(), elements * 2, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  std::vector<double> values(elements);
+  for (size_t i = 0; i < elements; ++i) values[i] = from_bits(bits[i], dtype);
+  return values;
+}
+
+}  // namespace
+
+BackwardParams flex_backward_params(const AttentionParams& f, const void* d_o, void* dq, void* dk,
+                                    void* dv, Strides q_strides, Strides k_strides) {
+  BackwardParams p;
+  p.batch = f.batch;
+  p.seqlen_q = f.seqlen_q;
+  p.seqlen_k = f.seqlen_k;
+  p.heads_q = f.heads_q;
+  p.heads_kv = f.heads_kv;
+  p.head_dim = f.head_dim;
+  const DType dtype = f.q.dtype;
+  p.q = f.q;
+  p.k = f.k;
+  p.v = f.v;
+  p.o = {f.o.data, dtype, f.o.strides};
+  p.d_o = {d_o, dtype, q_strides};
+  p.lse = f.lse;
+  p.dq = {dq, dtype, q_strides};
+  p.dk = {dk, dtype, k_strides};
+  p.dv = {dv, dtype, k_strides};
+  p.softmax_scale = f.softmax_scale;
+  p.causal = f.causal;
+  p.window_left = f.window_left;
+  p.window_right = f.window_right;
+  p.softcap = f.softcap;
+  p.cu_seqlens_q = f.cu_seqlens_q;
+  p.cu_seqlens_k = f.cu_seqlens_k;
+  p.max_seqlen_q = f.max_seqlen_q;
+  p.max_seqlen_k = f.max_seqlen_k;
+  p.flex = f.flex;
+  return p;
+}
+
+void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result) {
+  *result = FlexBackwardResult{};
+  const uint64_t seed = std::random_device{}() * 0x9E3779B97F4A7C15ull + std::random_device{}();
+  SCOPED_TRACE(c.name + ", seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  FlexData data;
+  make_flex_data(c, &rng, &data);
+  if (::testing::Test::HasFatalFailure()) return;
+  const int64_t D = c.head_dim;
+  const size_t q_elems = static_cast<size_t>(data.rows_q * c.heads_q * D);
+  const size_t k_elems = static_cast<size_t>(data.rows_k * c.heads_kv * D);
+  FlexTensor d_o = random_flex_tensor(data.rows_q, c.heads_q, D, c.dtype, &rng);
+  DeviceBuffer o(q_elems * 2), dq(q_elems * 2), dk(k_elems * 2), dv(k_elems * 2);
+  DeviceBuffer lse(static_cast<size_t>(data.rows_q * c.heads_q) * sizeof(float));
+  // NaN everywhere the kernels write: an element they miss cannot pass.
+  for (const DeviceBuffer* b : {&o, &dq, &dk, &dv, &lse}) {
+    ASSERT_EQ(cudaMemset(b->get(), 0xff, b->bytes()), cudaSuccess);
+  }
+
+  // The forward (sm80: the flex kernels), for O and LSE.
+  AttentionParams forward = data.params;
+  forward.backend = Backend::kAuto;
+  forward.o = {o.get(), c.dtype, data.q_strides()};
+  forward.lse = static_cast<float*>(lse.get());
+  const Status fs = run(forward);
+  ASSERT_TRUE(fs.ok()) << "forward: " << fs.message;
+
+  BackwardParams p = flex_backward_params(forward, d_o.device.get(), dq.get(), dk.get(), dv.get(),
+                                          data.q_strides(), data.k_strides());
+  p.backend = c.backend;
+  result->backend = resolve_backward_backend(p);
+  const Status bs = run_backward(p, /*workspace=*/nullptr, 0, /*stream=*/nullptr);
+  ASSERT_TRUE(bs.ok()) << "backward: " << bs.message;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<double> out_dq = read_back(dq, q_elems, c.dtype);
+  const std::vector<double> out_dk = read_back(dk, k_elems, c.dtype);
+  const std::vector<double> out_dv = read_back(dv, k_elems, c.dtype);
+
+  reference::FlexReferenceProblem rp = data.reference_problem();
+  const flex::BlockMask host_view = data.host_blocks.view();
+  if (c.block_mask != BlockMaskKind::kNone) rp.block_mask = &host_view;
+  std::vector<double> ref_dq, ref_dk, ref_dv;
+  std::vector<uint8_t> row_sees_keys;
+  const Status rs = reference::cpu_flex_attention_backward(
+      rp, data.q.values, data.k.values, data.v.values, d_o.values, data.host_mask, data.host_score,
+      &ref_dq, &ref_dk, &ref_dv, &row_sees_keys);
+  ASSERT_TRUE(rs.ok()) << rs.message;
+
+  result->rel_l2_dq = rel_l2(out_dq, ref_dq, &result->nan_count);
+  result->rel_l2_dk = rel_l2(out_dk, ref_dk, &result->nan_count);
+  result->rel_l2_dv = rel_l2(out_dv, ref_dv, &result->nan_count);
+  check_zero_rows(out_dq, ref_dq, &row_sees_keys, D, result);
+  check_zero_rows(out_dk, ref_dv, nullptr, D, result);  // dK's zero rows are dV's
+  check_zero_rows(out_dv, ref_dv, nullptr, D, result);
+}
+
+}  // namespace flashcore::testing

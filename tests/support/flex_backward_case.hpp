@@ -1,0 +1,34 @@
+// Test support for the flex backward: one flex case (flex_case.hpp) with fresh random inputs and
+// dO, its forward run on the GPU (run(), as a training step gets O and LSE), then run_backward on
+// NaN-poisoned gradients, against the float64 flex backward reference evaluating the same functors
+// (reference/cpu_flex_backward_reference.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "flashcore/backward.hpp"
+#include "tests/support/flex_case.hpp"
+
+namespace flashcore::testing {
+
+struct FlexBackwardResult {
+  double rel_l2_dq = 0, rel_l2_dk = 0, rel_l2_dv = 0;  // ||out - ref|| / ||ref||
+  int64_t nan_count = 0;                               // NaN or inf in any gradient
+  // dQ rows of rows that see no key and dK / dV rows of keys no row sees (by the reference) that
+  // are not exactly zero, and how many such rows there are.
+  int64_t zero_errors = 0;
+  int64_t zero_rows = 0;
+  Backend backend = Backend::kAuto;  // the one kAuto resolved to
+};
+
+// Runs c's forward and backward (BackwardParams::backend = c.backend) on the GPU and the float64
+// reference; failures to run are test failures (ADD_FAILURE) and leave *result empty.
+void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result);
+
+// The BackwardParams of a flex forward's params: the same fields, o, lse, d_o and the gradients
+// added (one spelling: the backward's varlen and flex fields are the forward's).
+BackwardParams flex_backward_params(const AttentionParams& forward, const void* d_o, void* dq,
+                                    void* dk, void* dv, Strides q_strides, Strides k_strides);
+
+}  // namespace flashcore::testing
