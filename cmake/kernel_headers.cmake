@@ -11,6 +11,7 @@ set(FLASHCORE_KERNEL_HEADERS
   api/flex_functors.hpp
   api/run_flex.cuh
   common/block_walk.hpp
+  common/flex_builtin.hpp
   common/flex_problem.hpp
   common/flex_scores.hpp
   common/launch.hpp

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "common/block_walk.hpp"
+#include "common/flex_builtin.hpp"
 #include "common/online_softmax.hpp"
 
 namespace flashcore::detail {
@@ -64,14 +65,19 @@ __device__ __forceinline__ void element_visibility(const Mask& mask, const Fragm
 }
 
 // The visible elements of a tile walked as `masking` (kSkip never gets here), as bits: mask_mod
-// for a partial tile; for a full one only the sequences' ends, and nothing to test inside them.
+// for a partial tile (the built-in mask by ranges and ids, flex_builtin.hpp); for a full one only
+// the sequences' ends, and nothing to test inside them.
 template <typename Mask, int kMTiles, int kNTiles>
 __device__ __forceinline__ void visible_elements(TileMasking masking, const Mask& mask,
                                                  const FragmentPlace& at,
                                                  uint32_t (&bits)[kMTiles]) {
   constexpr int kFragRows = 16, kFragCols = 8;
   if (masking == TileMasking::kPartial) {
-    element_visibility</*kCallMask=*/true, Mask, kMTiles, kNTiles>(mask, at, bits);
+    if constexpr (std::is_same_v<Mask, flex::BuiltinMask>) {
+      builtin_visibility<kMTiles, kNTiles>(mask, at, bits);
+    } else {
+      element_visibility</*kCallMask=*/true, Mask, kMTiles, kNTiles>(mask, at, bits);
+    }
   } else if (at.row0 + kMTiles * kFragRows <= at.seqlen_q &&
              at.key0 + kNTiles * kFragCols <= at.seqlen_k) {
 #pragma unroll
@@ -113,6 +119,42 @@ __device__ __forceinline__ void flex_scores_impl(float (&s)[kMTiles][kNTiles][4]
   }
 }
 
+// The built-in score_mod's scores (flex_builtin.hpp): scale, the parts' passes, then log2(e) on
+// visible elements and -inf on the others.
+template <int kMTiles, int kNTiles>
+__device__ __forceinline__ void builtin_flex_scores(float (&s)[kMTiles][kNTiles][4],
+                                                    const uint32_t (&bits)[kMTiles],
+                                                    const BuiltinScoreTerms& terms,
+                                                    const FragmentPlace& at, float scale) {
+  constexpr int kFragRows = 16, kFragCols = 8;
+  const auto each = [&](auto&& fn) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          fn(s[mt][nt][r], at.row0 + mt * kFragRows + at.lane / 4 + 8 * (r / 2),
+             at.key0 + nt * kFragCols + 2 * (at.lane % 4) + r % 2);
+        }
+      }
+    }
+  };
+  each([&](float& x, int, int) { x *= scale; });
+  terms.apply(each);
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const bool visible = (bits[mt] >> (((r / 2) * kNTiles + nt) * 2 + r % 2)) & 1u;
+        s[mt][nt][r] = visible ? s[mt][nt][r] * kLog2e : -INFINITY;
+      }
+    }
+  }
+}
+
 // The scores of one warp's fragment; bits: visible_elements' (one code path per kind of
 // score_mod: more paths made ptxas spill at hd128).
 template <typename ScoreMod, int kMTiles, int kNTiles>
@@ -124,6 +166,8 @@ __device__ __forceinline__ void flex_scores(float (&s)[kMTiles][kNTiles][4],
   if constexpr (HasIsIdentity<ScoreMod>::value) identity = score_mod.is_identity();
   if (identity) {
     flex_scores_impl<true>(s, bits, score_mod, at, scale);
+  } else if constexpr (std::is_same_v<ScoreMod, flex::BuiltinScoreMod>) {
+    builtin_flex_scores(s, bits, BuiltinScoreTerms::bind(score_mod, at.h), at, scale);
   } else {
     flex_scores_impl<false>(s, bits, score_mod, at, scale);
   }

@@ -3,8 +3,9 @@
 // (common/block_walk.hpp) instead of a contiguous range, with the mods applied on the way into the
 // online softmax (common/flex_scores.hpp) and the sink added when it finishes.
 //  - Cost follows the visited tiles: a BlockMask's listed blocks, or the mask's key range.
-//  - Full tiles run no mask code; partial tiles call mask_mod per element; score_mod runs on
-//    every visible score.
+//  - Full tiles run no mask code; partial tiles call mask_mod per element (the built-in mask
+//    compares against per-row key ranges and document ids, common/flex_builtin.hpp); score_mod
+//    runs on every visible score.
 //  - Varlen: CTA (m, h, b) takes sequence b's rows [m * kBlockM, ...) from cu_seqlens; tiles past
 //    the sequence exit at once. LSE is [Hq, total_q].
 //  - A row that sees nothing gets O = 0 and LSE = -inf (the sink's logit with sinks).

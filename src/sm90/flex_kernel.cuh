@@ -4,7 +4,8 @@
 // added when it finishes:
 //  - the producer walks (flex_load.hpp) and leaves a step record with each K stage;
 //  - the consumers run MainloopMma::run_steps with FlexSteps (flex_steps.hpp): full tiles run no
-//    mask code, partial tiles call mask_mod per element, score_mod runs on every visible score;
+//    mask code, partial tiles call mask_mod per element (the built-in mask: per-row key ranges and
+//    document ids, common/flex_builtin.hpp), score_mod runs on every visible score;
 //  - varlen: tile (m, h, b) is rows [m * kBlockM, ...) of sequence b; tiles past the sequence are
 //    skipped by both sides; O and LSE ([Hq, total_q]) are stored for the sequence's rows only;
 //  - a row that sees nothing gets O = 0 and LSE = -inf (the sink's logit with sinks).
@@ -148,14 +149,16 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // thread writes it once every thread is past the previous tile.
     cutlass::arch::NamedBarrier::sync(kWarpgroupThreads, wg_barrier);
     if (thread % kWarpgroupThreads == 0) {
+      const ScoreMod score_mod = flex::bind_seqlens(fp.flex.score_mod, seq.seqlen_q, seq.seqlen_k);
       new (&tile_state) TileState{flex::bind_seqlens(fp.flex.mask, seq.seqlen_q, seq.seqlen_k),
-                                  flex::bind_seqlens(fp.flex.score_mod, seq.seqlen_q, seq.seqlen_k),
+                                  score_mod,
                                   b,
                                   h,
                                   row0,
                                   seq.seqlen_q,
                                   seq.seqlen_k,
-                                  identity_score_mod(fp.flex.score_mod) && fp.flex.scale > 0.f};
+                                  identity_score_mod(fp.flex.score_mod) && fp.flex.scale > 0.f,
+                                  Steps::bind_terms(score_mod, h)};
     }
     cutlass::arch::NamedBarrier::sync(kWarpgroupThreads, wg_barrier);
     Steps steps{smem.steps, tile_state, mma.warpgroup, fp.flex.scale};

@@ -7,15 +7,18 @@
 //     under the tensor cores), read the step's record (FlexStep, left by the producer with the K
 //     stage) and compute which elements are visible: none for a step that is not for this
 //     warpgroup's rows or lies past the keys, only the sequences' ends for a full tile, mask_mod
-//     per element for a partial one. A dense walk's tile is classified here by the mask's
+//     per element for a partial one (the built-in mask by per-row key ranges and document ids,
+//     common/flex_builtin.hpp). A dense walk's tile is classified here by the mask's
 //     block_visibility for this warpgroup's 64 rows.
 //   - score(): x = visible ? score_mod(s * scale) * log2(e) : -inf, so exp_factor() is 1. Without
 //     a score_mod (and a positive scale) scores stay raw dot products and the softmax folds
 //     scale * log2(e) into its exp2, as in the dense kernel: a full tile inside the sequences then
-//     costs nothing here, and a partial one a select per element.
+//     costs nothing here, and a partial one a select per element. The built-in score_mod runs
+//     as passes over the fragment, bound to the tile once (common/flex_builtin.hpp).
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/flex_scores.hpp"
 #include "flashcore/flex/mod_traits.hpp"
@@ -47,7 +50,17 @@ struct FlexSteps {
     int row0;  // the tile's first row, in the sequence's indices
     int seqlen_q, seqlen_k;
     bool fold_scale;  // no score_mod and scale > 0: raw scores, exp_factor() = scale * log2(e)
+    detail::BuiltinScoreTerms terms;  // the built-in score_mod bound to (sequence, h); else unused
   };
+  static constexpr bool kBuiltinScoreMod = std::is_same_v<ScoreMod, flex::BuiltinScoreMod>;
+  __device__ static detail::BuiltinScoreTerms bind_terms(const ScoreMod& score_mod, int h) {
+    if constexpr (kBuiltinScoreMod) {
+      return detail::BuiltinScoreTerms::bind(score_mod, h);
+    } else {
+      (void)score_mod, (void)h;
+      return {};
+    }
+  }
 
   const int* records;  // FlexStep per K stage (shared memory)
   const TileState& tile;
@@ -130,12 +143,31 @@ struct FlexSteps {
     const int thread = consumer_thread();
     const int q0 = tile.row0 + thread / 32 * 16 + thread % 32 / 4;
     const int kv0 = step.key0 + 2 * (thread % 4);
+    if constexpr (kBuiltinScoreMod) {
+      // The built-in score_mod in passes over every element (common/flex_builtin.hpp), then the
+      // visibility select.
+      const auto each = [&](auto&& fn) {
 #pragma unroll
-    for (int i = 0; i < kHalves * kPerHalf; ++i) {
-      const bool visible = (step.bits[i / kPerHalf][0] >> bit_of(i)) & 1u;
-      const int q = q0 + 8 * ((i / 2) % 2);
-      const int kv = kv0 + 8 * (i / 4) + i % 2;
-      s(i) = visible ? tile.score_mod(s(i) * scale, tile.b, tile.h, q, kv) * kLog2e : -INFINITY;
+        for (int i = 0; i < kHalves * kPerHalf; ++i) {
+          fn(s(i), q0 + 8 * ((i / 2) % 2), kv0 + 8 * (i / 4) + i % 2);
+        }
+      };
+      each([&](float& x, int, int) { x *= scale; });
+      const detail::BuiltinScoreTerms terms = tile.terms;
+      terms.apply(each);
+#pragma unroll
+      for (int i = 0; i < kHalves * kPerHalf; ++i) {
+        const bool visible = (step.bits[i / kPerHalf][0] >> bit_of(i)) & 1u;
+        s(i) = visible ? s(i) * kLog2e : -INFINITY;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kHalves * kPerHalf; ++i) {
+        const bool visible = (step.bits[i / kPerHalf][0] >> bit_of(i)) & 1u;
+        const int q = q0 + 8 * ((i / 2) % 2);
+        const int kv = kv0 + 8 * (i / 4) + i % 2;
+        s(i) = visible ? tile.score_mod(s(i) * scale, tile.b, tile.h, q, kv) * kLog2e : -INFINITY;
+      }
     }
   }
   __device__ float exp_factor() const { return tile.fold_scale ? scale * kLog2e : 1.f; }

@@ -1,0 +1,137 @@
+// The built-in mods (flex::BuiltinMask, flex::BuiltinScoreMod: what the C ABI and Python run) on
+// a warp's mma C fragment without a functor call per element. ncu on the sm90 flex kernel (H100,
+// B4 H16 S4096 D128, causal BlockMask): the one partial step per tile ran 4,842 instructions per
+// warp with 130 local-memory spills and drew 44% of the stall samples, as much as the 15.5 full
+// steps; with ALiBi, the per-element score_mod made the step's code 3,074 instructions (563
+// without) and drew 73%. So:
+//   - mask: the window's and prefix-LM's visible keys of a row are one range (prefix-LM's
+//     kv <= q + offset || kv < prefix is kv < max(q + offset + 1, prefix)), computed once per row;
+//     an element costs two compares against its constant column. Documents compare the row's id
+//     with the column's, each id loaded once per step.
+//   - score_mod: bound once per tile on sm90, per step on sm80 (ALiBi's slope loaded once, 32-bit
+//     distances), each part a pass over the fragment behind one uniform branch, softcap with
+//     tanh.approx as the dense kernel's softcap (common/score_scaling.hpp). It runs on every
+//     element, visible or not: its reads stay inside the bias table (distances are clamped) and
+//     the caller selects -inf for hidden elements afterwards.
+// Functors of one's own keep the generic per-element calls (flex_scores.hpp). Host-callable for
+// tests/cpu/test_flex_builtin.cu, which checks both against the functors element by element.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/score_scaling.hpp"
+#include "flashcore/flex/builtin_mods.hpp"
+
+namespace flashcore::detail {
+
+// Bits as element_visibility's (bit (half * kNTiles + nt) * 2 + e of word mt) for a partial tile
+// of the built-in mask; rows or keys outside the sequences are hidden, and their ids never read.
+// The rows' ranges and ids come first (3 registers per row); then each column's id is loaded and
+// compared with every row's, so no array of column ids stays live (a first version that loaded
+// them all first spilled in sm80's hd128 kernel: 255 registers with O live).
+template <int kMTiles, int kNTiles, typename Place>
+__host__ __device__ __forceinline__ void builtin_visibility(const flex::BuiltinMask& mask,
+                                                            const Place& at,
+                                                            uint32_t (&bits)[kMTiles]) {
+  constexpr int kFragRows = 16, kFragCols = 8, kCols = kNTiles * kFragCols;
+  const int col0 = at.key0 + 2 * (at.lane % 4);  // the thread's first column
+  const flex::DocumentMask& docs = mask.documents;
+  const bool use_docs = docs.doc_ids_q != nullptr;
+  // Each row's visible keys [begin, end) relative to col0, clamped to the thread's columns.
+  int begin[kMTiles][2], end[kMTiles][2], doc_q[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int q = at.row0 + mt * kFragRows + at.lane / 4 + 8 * half;
+      begin[mt][half] = end[mt][half] = doc_q[mt][half] = 0;
+      if (q < at.seqlen_q) {
+        int64_t first = mask.window.first_key(q);
+        int64_t last = mask.window.end_key(q);  // one past; already <= seqlen_k
+        if (mask.use_prefix_lm) {
+          const int64_t causal_end = q + mask.prefix_lm.causal_offset + 1;
+          const int64_t prefix = mask.prefix_lm.prefix(at.b);
+          const int64_t prefix_end = causal_end > prefix ? causal_end : prefix;
+          last = last < prefix_end ? last : prefix_end;
+        }
+        if (last > at.seqlen_k) last = at.seqlen_k;
+        first -= col0;
+        last -= col0;
+        begin[mt][half] = static_cast<int>(first < 0 ? 0 : (first > kCols ? kCols : first));
+        end[mt][half] = static_cast<int>(last < 0 ? 0 : (last > kCols ? kCols : last));
+        if (use_docs) doc_q[mt][half] = docs.doc_ids_q[at.b * docs.batch_stride_q + q];
+      }
+    }
+  }
+  const int32_t* ids_k = docs.doc_ids_k + at.b * docs.batch_stride_k;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) bits[mt] = 0;
+#pragma unroll
+  for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = nt * kFragCols + e;
+      const int kv = col0 + col;
+      const int doc_k = use_docs && kv < at.seqlen_k ? ids_k[kv] : 0;
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          bool visible = (col >= begin[mt][half]) & (col < end[mt][half]);
+          if (use_docs) visible &= doc_q[mt][half] == doc_k;
+          bits[mt] |= static_cast<uint32_t>(visible) << ((half * kNTiles + nt) * 2 + e);
+        }
+      }
+    }
+  }
+}
+
+// The built-in score_mod bound to one head of one sequence (with_seqlens already applied):
+// alibi, then the relative bias, then softcap, as BuiltinScoreMod::operator().
+struct BuiltinScoreTerms {
+  float slope;            // ALiBi's slope for the head; 0: off
+  int offset;             // Sk - Sq (ALiBi and the bias share it)
+  const float* bias_row;  // the head's row of the bias table; nullptr: off
+  int bias_limit;         // max_distance - 1
+  float cap, inv_cap;     // cap 0: off
+
+  __host__ __device__ static BuiltinScoreTerms bind(const flex::BuiltinScoreMod& mod, int h) {
+    BuiltinScoreTerms t;
+    t.slope = mod.alibi.slopes != nullptr ? mod.alibi.slopes[h] : 0.f;
+    t.offset = static_cast<int>(mod.alibi.slopes != nullptr ? mod.alibi.offset : mod.bias.offset);
+    t.bias_row = mod.bias.table != nullptr ? mod.bias.table + h * mod.bias.row_stride : nullptr;
+    t.bias_limit = static_cast<int>(mod.bias.max_distance - 1);
+    t.cap = mod.softcap.cap > 0.f ? mod.softcap.cap : 0.f;
+    t.inv_cap = t.cap > 0.f ? 1.f / t.cap : 0.f;
+    return t;
+  }
+
+  // each(fn) calls fn(float& score, int q, int kv) for every element of the fragment; the scores
+  // are scaled (natural-log domain) on the way in and out.
+  template <typename Each>
+  __host__ __device__ __forceinline__ void apply(Each&& each) const {
+    if (slope != 0.f) {
+      each([&](float& x, int q, int kv) {
+        const int distance = kv - (q + offset);
+        x -= slope * static_cast<float>(distance < 0 ? -distance : distance);
+      });
+    }
+    if (bias_row != nullptr) {
+      each([&](float& x, int q, int kv) {
+        int d = kv - (q + offset);
+        d = d < -bias_limit ? -bias_limit : (d > bias_limit ? bias_limit : d);
+        x += bias_row[d + bias_limit];
+      });
+    }
+    if (cap > 0.f) {
+#if defined(__CUDA_ARCH__)
+      each([&](float& x, int, int) { x = cap * fast_tanh(x * inv_cap); });
+#else
+      each([&](float& x, int, int) { x = cap * std::tanh(x * inv_cap); });  // tests/cpu
+#endif
+    }
+  }
+};
+
+}  // namespace flashcore::detail
