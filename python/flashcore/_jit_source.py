@@ -102,7 +102,7 @@ extern "C" __attribute__((visibility("default"))) int flashcore_jit_launch(
 {chr(10).join(body)}
   (void)captures;
   using Traits = flashcore::sm80::FlexTile<{_ELEMENTS[dtype]}, {head_dim}>;
-  const auto fp = flashcore::sm80::flex_view(*problem, mask_mod, score_mod);
+  const auto fp = flashcore::sm80::flex_view<Traits>(*problem, mask_mod, score_mod);
   return static_cast<int>(flashcore::sm80::launch_flex_kernel<Traits>(fp, stream));
 }}""")
     return source.text()

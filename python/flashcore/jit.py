@@ -46,7 +46,7 @@ __all__ = ["JitCompileError", "JitMaskMod", "JitScoreMod", "Program", "jit_mask_
 # The ABI of the shared objects' entry points: src/api/flex_functors.hpp's kJitAbiVersion.
 _ABI_VERSION = 2
 # The flex kernel's head dims (src/sm80/flex_fwd.cu); a smaller head dim runs on the next one up.
-_KERNEL_HEAD_DIMS = (64, 128)
+_KERNEL_HEAD_DIMS = (64, 128, 256)
 _ELEMENTS = {"float16": "__half", "bfloat16": "__nv_bfloat16"}
 # Tensor captures: torch dtype name -> the pointer the functor holds.
 _POINTER_TYPES = {
@@ -316,7 +316,7 @@ _ATTENTION, _BLOCK_MASK = "attention", "block_mask"  # the two kinds of object
 def cache_key(mods, dtype, head_dim, arch, entry=_ATTENTION):
     """The hex key of (the snippets, their captures' names and types, the entry point, dtype,
     kernel head dim, arch, ABI, flashcore version, kernel headers). mods: a jit_score_mod, a
-    jit_mask_mod or a Program; head_dim is the kernel's (64 or 128); a block-mask object has no
+    jit_mask_mod or a Program; head_dim is the kernel's (64, 128 or 256); a block-mask object has no
     dtype or head dim (None)."""
     program = _program(mods)
     memo = (tuple(m.token if m else None for m in program), entry, dtype, head_dim, arch)
@@ -359,12 +359,12 @@ def find_nvcc():
 
 def build(mods, dtype="float16", head_dim=64, arch=80):
     """The path of the attention object of mods (a jit mod or a Program) for (dtype, kernel head
-    dim 64/128, sm_<arch>), compiled now unless the cache has it; (path, compiled now). Needs
+    dim 64/128/256, sm_<arch>), compiled now unless the cache has it; (path, compiled now). Needs
     nvcc, not a GPU."""
     if dtype not in _ELEMENTS:
         raise ValueError(f"dtype {dtype!r}: the flex kernel runs float16 and bfloat16")
     if head_dim not in _KERNEL_HEAD_DIMS:
-        raise ValueError(f"head_dim {head_dim}: the flex kernels are compiled for 64 and 128")
+        raise ValueError(f"head_dim {head_dim}: the flex kernels are compiled for 64, 128 and 256")
     _check_arch(arch)
     key = cache_key(mods, dtype, head_dim, int(arch))
     what = " and ".join(m.kind for m in _program(mods) if m is not None)
@@ -450,7 +450,7 @@ def kernel_head_dim(head_dim):
         if head_dim <= d:
             return d
     raise ValueError(
-        f"head_dim {head_dim}: a jit_score_mod runs on the flex kernels, head dims up to 128"
+        f"head_dim {head_dim}: a jit_score_mod runs on the flex kernels, head dims up to 256"
     )
 
 

@@ -31,7 +31,7 @@ Status run_flex(const AttentionParams& params, const Mask& mask, const ScoreMod&
   if (Status s = detail::prepare_functor_flex(params, dtype, kHeadDim, {}, &problem); !s.ok()) {
     return s;
   }
-  const auto fp = sm80::flex_view(problem, mask, score_mod);
+  const auto fp = sm80::flex_view<Traits>(problem, mask, score_mod);
   return detail::launch_status(sm80::launch_flex_kernel<Traits>(fp, params.stream),
                                "sm80 flex_fwd_kernel (run_flex)");
 }

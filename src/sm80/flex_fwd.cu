@@ -1,5 +1,5 @@
-// Host side of the sm80 flex path: THE flex instantiation list (dtype x head dim 64 / 128, the
-// built-in mods as runtime data), the problem as the flex kernel sees it, and the launch.
+// Host side of the sm80 flex path: THE flex instantiation list (dtype x head dim 64 / 128 / 256,
+// the built-in mods as runtime data), the problem as the flex kernel sees it, and the launch.
 #include <cstdint>
 #include <type_traits>
 
@@ -19,7 +19,7 @@ using sm80::FlexTile;
 
 // The flex kernels' head dims; a smaller multiple of 8 runs on the next one up (zero-filled dims,
 // as common/head_dim.hpp describes for the dense kernels).
-constexpr int kFlexHeadDims[] = {64, 128};
+constexpr int kFlexHeadDims[] = {64, 128, 256};
 constexpr int flex_head_dim(int64_t head_dim) {
   for (int d : kFlexHeadDims) {
     if (head_dim <= d) return d;
@@ -30,7 +30,7 @@ constexpr int flex_head_dim(int64_t head_dim) {
 // fn gets the flex tile of (dtype, head_dim); false when there is none in this build.
 template <typename Fn>
 bool with_flex_tile(DType dtype, int64_t head_dim, Fn&& fn) {
-  return KernelList<FlexTile, 64, 128>::with(dtype, flex_head_dim(head_dim), fn);
+  return KernelList<FlexTile, 64, 128, 256>::with(dtype, flex_head_dim(head_dim), fn);
 }
 
 }  // namespace
@@ -39,7 +39,8 @@ const char* sm80_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
   const AttentionParams& a = problem.params;
   const int instantiated = flex_head_dim(a.head_dim);
   if (instantiated == 0) {
-    return "runs varlen and flex problems with head_dim up to 128 (flex kernels for 64 and 128)";
+    return "runs varlen and flex problems with head_dim up to 256 (flex kernels for 64, 128 and "
+           "256)";
   }
   if (const char* why = pruned_reason(a.q.dtype, instantiated); why[0] != '\0') return why;
   if (a.num_splits > 1) {
@@ -64,11 +65,11 @@ const char* sm80_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
 }
 
 Status launch_sm80_flex(const Problem& problem, cudaStream_t stream) {
-  const BuiltinFlexParams fp =
-      sm80::flex_view(problem, sm80::builtin_mask(problem), sm80::builtin_score_mod(problem));
   Status status = {StatusCode::kUnsupported, "sm80: head_dim has no flex kernel"};
   with_flex_tile(problem.params.q.dtype, problem.params.head_dim, [&](auto tile) {
     using Traits = decltype(tile);
+    const BuiltinFlexParams fp = sm80::flex_view<Traits>(problem, sm80::builtin_mask(problem),
+                                                         sm80::builtin_score_mod(problem));
     status = launch_status(sm80::launch_flex_tile<Traits>(fp, stream), "sm80 flex_fwd_kernel");
   });
   return status;

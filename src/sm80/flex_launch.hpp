@@ -1,6 +1,6 @@
 // The library's flex kernels: flex_fwd_kernel (flex_kernel.cuh) with the built-in mods selected
-// at run time, one per (dtype, head dim 64 / 128), compiled in sm80_flex_hd<D>.cu. flex_fwd.cu
-// (the host side) reaches them only through launch_flex_tile.
+// at run time, one per (dtype, head dim 64 / 128 / 256), compiled in sm80_flex_hd<D>.cu.
+// flex_fwd.cu (the host side) reaches them only through launch_flex_tile.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
 // The problem as the sm80 flex kernel sees it, for any mods: the dense kernel's pointers, strides
 // and scale with the query side unpacked (mods see real query heads and rows, so the decode GQA
-// packing of common/query_view.hpp does not apply), one unsplit grid of FlexTileConfig's rows,
+// packing of common/query_view.hpp does not apply), one unsplit grid of the flex tile's rows,
 // and the BlockMask, sinks and varlen arrays of the params.
 #pragma once
 
@@ -16,13 +16,17 @@
 
 namespace flashcore::sm80 {
 
-// The flex tile's query rows and keys per KV tile (the same at every head dim). BlockMask query
-// blocks must be multiples of kFlexQBlockMultiple (kernel_traits.hpp), KV blocks of kFlexBlockKV.
-inline constexpr int64_t kFlexBlockM = FlexTileConfig<64>::kBlockM;
+// The flex tiles' keys per KV tile (the same at every head dim; the query rows are not: 128, and
+// 64 at hd256). BlockMask query blocks must be multiples of kFlexQBlockMultiple
+// (kernel_traits.hpp), KV blocks of kFlexBlockKV.
 inline constexpr int64_t kFlexBlockKV =
     FlexTileConfig<64>::kBlockN * FlexTileConfig<64>::kKeyGroups;
+static_assert(FlexTileConfig<256>::kBlockN * FlexTileConfig<256>::kKeyGroups == kFlexBlockKV &&
+                  FlexTileConfig<256>::kBlockM % kFlexQBlockMultiple == 0,
+              "every flex tile takes the same BlockMask block sizes");
 
-template <typename Mask, typename ScoreMod>
+// The view for the flex tile Traits (its query rows set the grid).
+template <typename Traits, typename Mask, typename ScoreMod>
 FlexParams<Mask, ScoreMod> flex_view(const detail::Problem& problem, const Mask& mask,
                                      const ScoreMod& score_mod) {
   const AttentionParams& a = problem.params;
@@ -37,7 +41,7 @@ FlexParams<Mask, ScoreMod> flex_view(const detail::Problem& problem, const Mask&
   p.scale = problem.scale;
   p.num_splits = 1;
   const int64_t rows = is_varlen(a) ? a.max_seqlen_q : a.seqlen_q;
-  p.num_m_blocks = static_cast<int>((rows + kFlexBlockM - 1) / kFlexBlockM);
+  p.num_m_blocks = static_cast<int>((rows + Traits::kBlockM - 1) / Traits::kBlockM);
   fp.mask = mask;
   fp.score_mod = score_mod;
   fp.block_mask = a.flex.block_mask;

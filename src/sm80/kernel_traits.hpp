@@ -173,10 +173,16 @@ struct SmallGridTileConfig<256> {
 // blocks' lists (common/block_walk.hpp), each warp computing only its own block's steps.
 template <int kHeadDim>
 struct FlexTileConfig {
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "the flex kernel has head dims 64 and 128");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "the flex kernel has head dims 64, 128 and 256");
   static constexpr int kBlockM = 128, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 1,
                        kMinCtasPerSm = 2;
 };
+// hd256: the dense hd256 tile as it is (64 query rows, four warps of one m16 tile, 64-key K/V
+// tiles, 96 KiB): two m16 tiles per warp would need 256 O accumulators. Its 64 rows lie in one
+// BlockMask query block, so each step is every warp's. 96 KiB fits the 99 KiB a block may opt into
+// on sm_86/sm_89 as well as A100's 163 KiB and the H100's 227 KiB.
+template <>
+struct FlexTileConfig<256> : TileConfig<256> {};
 // BlockMask query blocks the flex tile takes: multiples of 64 rows, so that a 128-row tile (aligned
 // to 128) spans at most two blocks, split at row 64, and each warp's 32 rows lie in one.
 inline constexpr int kFlexQBlockMultiple = 64;

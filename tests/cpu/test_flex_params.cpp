@@ -14,6 +14,7 @@
 #include "common/block_walk.hpp"
 #include "common/feature_gates.hpp"
 #include "common/problem.hpp"
+#include "common/pruning.hpp"
 #include "flashcore/attention.hpp"
 #include "flashcore/flashcore.h"
 #include "flashcore/flex.hpp"
@@ -191,16 +192,16 @@ struct FlexRefusal {
   const char* message_names;
 };
 
-// The refusals every flex backend shares (head dims, split-KV, tiles), then the backend's own.
+// The refusals every flex backend shares (split-KV, tiles), then the backend's own (head dims).
+// The params with another head dim (strides to match).
+void set_head_dim(AttentionParams& p, int64_t head_dim) {
+  p.head_dim = head_dim;
+  p.q.strides = p.o.strides = bshd_strides(300, 4, head_dim);
+  p.k.strides = p.v.strides = bshd_strides(200, 2, head_dim);
+}
+
 void expect_flex_refusals(Backend backend, std::vector<FlexRefusal> own) {
   std::vector<FlexRefusal> cases = {
-      {[](AttentionParams& p) {
-         p.head_dim = 256;
-         p.q.strides = bshd_strides(300, 4, 256);
-         p.k.strides = p.v.strides = bshd_strides(200, 2, 256);
-         p.o.strides = bshd_strides(300, 4, 256);
-       },
-       "head_dim up to 128"},
       {[](AttentionParams& p) { p.num_splits = 4; }, "unsplit"},
       {[](AttentionParams& p) { p.tile = TileShape::kSmall; }, "one tile"},
   };
@@ -217,24 +218,62 @@ void expect_flex_refusals(Backend backend, std::vector<FlexRefusal> own) {
 
 TEST(FlexBackends, Sm90SaysWhichFlexProblemsItCannotRun) {
   if (!sm90_in_build()) GTEST_SKIP() << "sm90 flex test skipped: this build has no sm_90a";
-  expect_flex_refusals(Backend::kSm90, {{[](AttentionParams& p) {
-                                           p.flex.block_mask = block_mask_for(p);
-                                           p.flex.block_mask.q_block_size = 32;
-                                         },
-                                         "q_block_size is a multiple of 64"},
-                                        {[](AttentionParams& p) {
-                                           p.flex.block_mask = block_mask_for(p);
-                                           p.flex.block_mask.kv_block_size = 64;
-                                         },
-                                         "kv_block_size a multiple of 128"}});
+  expect_flex_refusals(Backend::kSm90,
+                       {{[](AttentionParams& p) { set_head_dim(p, 256); }, "head_dim up to 128"},
+                        {[](AttentionParams& p) { set_head_dim(p, 136); }, "head_dim up to 128"},
+                        {[](AttentionParams& p) {
+                           p.flex.block_mask = block_mask_for(p);
+                           p.flex.block_mask.q_block_size = 32;
+                         },
+                         "q_block_size is a multiple of 64"},
+                        {[](AttentionParams& p) {
+                           p.flex.block_mask = block_mask_for(p);
+                           p.flex.block_mask.kv_block_size = 64;
+                         },
+                         "kv_block_size a multiple of 128"}});
 }
 
 TEST(FlexBackends, Sm80SaysWhichFlexProblemsItCannotRun) {
-  expect_flex_refusals(Backend::kSm80, {{[](AttentionParams& p) {
-                                           p.flex.block_mask = block_mask_for(p);
-                                           p.flex.block_mask.q_block_size = 32;
-                                         },
-                                         "multiples of 64"}});
+  expect_flex_refusals(Backend::kSm80,
+                       {{[](AttentionParams& p) { set_head_dim(p, 264); }, "head_dim up to 256"},
+                        {[](AttentionParams& p) {
+                           p.flex.block_mask = block_mask_for(p);
+                           p.flex.block_mask.q_block_size = 32;
+                         },
+                         "multiples of 64"}});
+}
+
+// sm80 runs flex problems of every head dim up to 256, those above 128 on the hd256 kernel, whose
+// 64-row tile takes 96 KiB of shared memory: it fits the H100, A100 (163 KiB) and sm_86/89 (99 KiB
+// a block may opt into); a GPU that gives a block less refuses it with the shared-memory reason.
+// A build without the hd256 kernel says so instead.
+TEST(FlexBackends, Sm80RunsHeadDimsUpTo256WhereTheTileFits) {
+  const detail::BackendEntry* sm80 = detail::find_backend(Backend::kSm80);
+  ASSERT_NE(sm80, nullptr);
+  cudaDeviceProp a100 = hopper(), sm86 = hopper(), small = hopper();
+  a100.major = sm86.major = small.major = 8;
+  sm86.minor = 6;
+  a100.sharedMemPerBlockOptin = 163 * 1024;
+  sm86.sharedMemPerBlockOptin = 99 * 1024;
+  small.sharedMemPerBlockOptin = 96 * 1024 - 1;
+  const bool built = detail::kernel_built(DType::kBFloat16, 256);
+  for (const int64_t head_dim : {136, 160, 192, 248, 256}) {
+    AttentionParams p = flex_params();
+    set_head_dim(p, head_dim);
+    const detail::Problem problem = detail::make_problem(p);
+    for (const cudaDeviceProp& device : {hopper(), a100, sm86}) {
+      const std::string why = sm80->rejects(problem, device);
+      if (built) {
+        EXPECT_EQ(why, "") << "head_dim " << head_dim << ", sm_" << device.major << device.minor;
+      } else {
+        EXPECT_NE(why.find("FLASHCORE_HEAD_DIMS left 256 out"), std::string::npos) << why;
+      }
+    }
+    if (built) {
+      const std::string why = sm80->rejects(problem, small);
+      EXPECT_NE(why.find("more shared memory"), std::string::npos) << head_dim << ": " << why;
+    }
+  }
 }
 
 // The C ABI's flex fields reach validation: a BlockMask of the wrong length fails there, before

@@ -26,10 +26,21 @@ namespace {
     }                                                                                          \
   } while (0)
 
+// The sm90 flex kernel's head dims; the cases above them run on auto, which must take them to
+// sm80 (the CPU test FlexBackends.Sm90SaysWhichFlexProblemsItCannotRun checks sm90's reason).
+constexpr int64_t kSm90FlexMaxHeadDim = 128;
+const char* expected_provider(const FlexCase& c) {
+  return c.head_dim > kSm90FlexMaxHeadDim ? "sm80" : "sm90";
+}
+
 // The case on sm90. Its kernel tiles are 128 keys, so BlockMasks of 64-key blocks (which it
 // rejects, CPU test FlexBackends.Sm90SaysWhichFlexProblemsItCannotRun) run with 128-key blocks
 // here; 64-row query blocks stay (each warpgroup walks its own block's lists).
 FlexCase on_sm90(FlexCase c) {
+  if (c.head_dim > kSm90FlexMaxHeadDim) {
+    c.backend = Backend::kAuto;
+    return c;
+  }
   c.backend = Backend::kSm90;
   if (c.block_mask != BlockMaskKind::kNone && c.kv_block % 128 != 0) c.kv_block = 128;
   return c;
@@ -43,7 +54,7 @@ TEST_P(FlexSm90, MatchesFloat64Reference) {
   FlexResult r;
   run_flex_case(c, &r);
   if (::testing::Test::HasFatalFailure()) return;
-  EXPECT_EQ(r.provider, "sm90");
+  EXPECT_EQ(r.provider, expected_provider(c));
   EXPECT_EQ(r.nan_count, 0);
   EXPECT_LE(r.rel_l2, reference::parity_tolerance(c.dtype));
   EXPECT_LE(r.lse_max_abs, kLseTolerance);
@@ -62,7 +73,7 @@ TEST(FlexSm90MaskedRows, CasesThatPromiseMaskedRowsHaveThem) {
       FlexResult r;
       run_flex_case(on_sm90(c), &r);
       if (::testing::Test::HasFatalFailure()) return;
-      EXPECT_EQ(r.provider, "sm90") << name;
+      EXPECT_EQ(r.provider, expected_provider(c)) << name;
       EXPECT_GT(r.masked_rows, 0) << name;
       EXPECT_EQ(r.masked_row_errors, 0) << name;
     }
@@ -70,7 +81,8 @@ TEST(FlexSm90MaskedRows, CasesThatPromiseMaskedRowsHaveThem) {
 }
 
 // auto runs flex problems on sm90 where its flex kernel takes them, and on sm80 where it does not
-// (a BlockMask of 64-key blocks).
+// (a BlockMask of 64-key blocks; head dims above 128, whose 128-key BlockMasks and varlen batches
+// sm90 would take at hd128).
 TEST(FlexSm90Auto, AutoRunsFlexOnSm90AndFallsBackToSm80) {
   FLASHCORE_REQUIRE_SM90_GPU();
   FlexCase documents = make_flex_case("auto_documents", [](FlexCase& f) { f.doc_span = 30; });
@@ -79,8 +91,16 @@ TEST(FlexSm90Auto, AutoRunsFlexOnSm90AndFallsBackToSm80) {
     f.doc_span = 30, f.block_mask = BlockMaskKind::kFromMask, f.q_block = f.kv_block = 64;
   });
   blocks_of_64.backend = Backend::kAuto;
-  for (const auto& [c, provider] :
-       {std::pair{documents, "sm90"}, std::pair{blocks_of_64, "sm80"}}) {
+  FlexCase hd256 = make_flex_case("auto_hd256_causal_block_mask_128", [](FlexCase& f) {
+    f.head_dim = 256, f.causal = true, f.doc_span = 30, f.block_mask = BlockMaskKind::kFromMask;
+  });
+  hd256.backend = Backend::kAuto;
+  FlexCase varlen_hd192 = make_flex_case("auto_hd192_varlen", [](FlexCase& f) {
+    f.head_dim = 192, f.lengths_q = {7, 0, 300}, f.lengths_k = {7, 1, 290};
+  });
+  varlen_hd192.backend = Backend::kAuto;
+  for (const auto& [c, provider] : {std::pair{documents, "sm90"}, std::pair{blocks_of_64, "sm80"},
+                                    std::pair{hd256, "sm80"}, std::pair{varlen_hd192, "sm80"}}) {
     FlexResult r;
     run_flex_case(c, &r);
     if (::testing::Test::HasFatalFailure()) return;

@@ -151,3 +151,41 @@ def test_varlen_matches_each_sequence_alone(dtype):
             check(out[start:start + n].transpose(0, 1)[None], lse[:, start:start + n][None],
                   ref_out, ref_lse, dtype, f"sequence of {n}")
         start += n
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_head_dim_256_runs_flex_and_varlen_on_sm80(dtype):
+    """Head dims above 128 (Gemma's 256) run on the sm80 hd256 flex kernel, which auto picks on
+    every GPU (the sm90 flex kernel stops at 128): a causal documents BlockMask with ALiBi and
+    sinks, and a varlen batch with empty and one-token sequences."""
+    q, k, v = inputs(dtype, Hq=4, Hkv=2, S=300, D=256)
+    B, Hq, S = q.shape[:3]
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 3)
+    docs = torch.randint(0, 4, (B, S), device="cuda", generator=g).sort(-1).values.int()
+    slopes = torch.rand(Hq, device="cuda", generator=g)
+    sinks = torch.randn(Hq, device="cuda", generator=g)
+    mask_mod = mods.and_masks(mods.causal(), mods.documents(docs))
+    block_mask = flashcore.create_block_mask(mask_mod, B, None, S, S)
+    out, lse = flashcore.flex_attention(q, k, v, score_mod=mods.alibi(slopes),
+                                        block_mask=block_mask, enable_gqa=True,
+                                        return_lse=True, sinks=sinks)
+    assert flashcore.last_provider() == "sm80"
+    ref_out, ref_lse = reference(q, k, v, mask_mod, mods.alibi(slopes), sinks=sinks)
+    check(out, lse, ref_out, ref_lse, dtype, "hd256 documents, ALiBi, sinks")
+
+    lengths = [0, 1, 7, 300]
+    total = sum(lengths)
+    qp, kp, vp = (torch.randn(total, h, 256, dtype=dtype, device="cuda", generator=g)
+                  for h in (Hq, 2, 2))
+    cu = torch.tensor([0] + lengths, device="cuda").cumsum(0).int()
+    out, lse = flashcore.attention_varlen(qp, kp, vp, cu, cu, max(lengths), max(lengths),
+                                          causal=True, return_lse=True)
+    assert flashcore.last_provider() == "sm80"
+    start = 0
+    for n in lengths:
+        if n:
+            seq = [x[start:start + n].transpose(0, 1)[None] for x in (qp, kp, vp)]
+            ref_out, ref_lse = reference(*seq, mods.causal())
+            check(out[start:start + n].transpose(0, 1)[None], lse[:, start:start + n][None],
+                  ref_out, ref_lse, dtype, f"hd256 varlen sequence of {n}")
+        start += n

@@ -157,13 +157,14 @@ def test_build_arguments_are_checked():
     mod = flashcore.jit_score_mod("return score;")
     with pytest.raises(ValueError, match=r"runs float16 and bfloat16"):
         jit.build(mod, "float32", 64, 90)
-    with pytest.raises(ValueError, match=r"compiled for 64 and 128"):
+    with pytest.raises(ValueError, match=r"compiled for 64, 128 and 256"):
         jit.build(mod, "float16", 96, 90)
     with pytest.raises(ValueError, match=r"needs sm_80 or newer"):
         jit.build(mod, "float16", 64, 75)
-    with pytest.raises(ValueError, match=r"head dims up to 128"):
-        jit.kernel_head_dim(256)
-    assert [jit.kernel_head_dim(d) for d in (8, 64, 72, 128)] == [64, 64, 128, 128]
+    with pytest.raises(ValueError, match=r"head dims up to 256"):
+        jit.kernel_head_dim(264)
+    assert [jit.kernel_head_dim(d) for d in (8, 64, 72, 128, 136, 192, 256)] == [
+        64, 64, 128, 128, 256, 256, 256]
 
 
 def test_missing_nvcc_is_a_clear_error(monkeypatch, cache):

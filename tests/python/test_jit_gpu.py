@@ -78,7 +78,7 @@ def inputs(dtype, B=2, Hq=4, Hkv=2, S=300, D=128, seed=0):
 
 
 @pytest.mark.parametrize("dtype, head_dim", [(torch.float16, 64), (torch.bfloat16, 128),
-                                             (torch.float16, 40)])
+                                             (torch.float16, 40), (torch.bfloat16, 256)])
 def test_bias_example_matches_float64(dtype, head_dim):
     q, k, v = inputs(dtype, D=head_dim)
     bias = torch.randn(q.shape[1], device="cuda") * 0.05
@@ -166,8 +166,8 @@ def test_bad_arguments_fail_before_launch():
     strided = torch.randn(2, 2, device="cuda")[:, 0]
     with pytest.raises(ValueError, match=r"capture bias is not contiguous"):
         flashcore.flex_attention(q, k, v, score_mod=flashcore.jit_score_mod(BIAS, bias=strided))
-    wide = inputs(torch.float16, Hq=2, Hkv=2, S=64, D=256, seed=6)
-    with pytest.raises(ValueError, match=r"head dims up to 128"):
+    wide = inputs(torch.float16, Hq=2, Hkv=2, S=64, D=264, seed=6)
+    with pytest.raises(ValueError, match=r"head dims up to 256"):
         flashcore.flex_attention(*wide, score_mod=flashcore.jit_score_mod(BIAS, bias=bias))
     cu = torch.tensor([0, 64], device="cuda").int()
     packed = [x[0].transpose(0, 1) for x in (q, k, v)]

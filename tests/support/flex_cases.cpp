@@ -1,8 +1,8 @@
 // The flex kernels' shared case list (tests/gpu/test_flex_sm80.cpp and test_flex_sm90.cpp run
 // every case on their backend): every built-in mod and combinations, BlockMasks (built from the
 // mask, and random ones with empty rows and unsorted lists), partial tail blocks, document
-// boundaries inside blocks, fully masked rows, sinks, GQA, head dims 64 / 128 and rounded ones,
-// varlen batches with lengths 0, 1, 7 and long sequences, and grids of more tiles than SMs.
+// boundaries inside blocks, fully masked rows, sinks, GQA, head dims 64 / 128 / 256 and rounded
+// ones, varlen batches with lengths 0, 1, 7 and long sequences, and grids of more tiles than SMs.
 #include <string>
 #include <utility>
 #include <vector>
@@ -133,6 +133,37 @@ std::vector<FlexCase> flex_cases() {
                        c.causal = true, c.heads_q = 8, c.heads_kv = 8;
                        c.lengths_q = {0, 1, 7, 1100, 130, 0, 900, 250, 129, 128, 64, 1000, 3};
                        c.lengths_k = c.lengths_q;
+                     }),
+      // Head dims above 128: the sm80 hd256 kernel (64-row tiles; the sm90 flex kernel has none,
+      // so test_flex_sm90.cpp runs these on auto and expects sm80). 160 and 192 run zero-filled on
+      // it. BlockMasks of 64 and of 128 query rows (a tile then lies inside a block), tails.
+      make_flex_case("hd256_varlen_causal_gqa_softcap",
+                     [](FlexCase& c) {
+                       c.head_dim = 256, c.causal = true, c.softcap = 10.f, c.heads_q = 4;
+                       c.heads_kv = 2, c.lengths_q = {0, 1, 7, 700}, c.lengths_k = {5, 1, 7, 650};
+                     }),
+      make_flex_case("hd256_block_mask_causal_documents_64",
+                     [](FlexCase& c) {
+                       c.head_dim = 256, c.doc_span = 50, c.causal = true;
+                       c.block_mask = BlockMaskKind::kFromMask, c.q_block = c.kv_block = 64;
+                       c.seqlen_q = c.seqlen_k = 300, c.batch = 2;
+                     }),
+      make_flex_case("hd256_block_mask_random_q128_kv64_alibi_sinks_gqa",
+                     [](FlexCase& c) {
+                       c.head_dim = 256, c.block_mask = BlockMaskKind::kRandom, c.q_block = 128;
+                       c.kv_block = 64, c.alibi = true, c.sinks = true, c.heads_q = 4;
+                       c.heads_kv = 1, c.seqlen_q = 260, c.seqlen_k = 400;
+                     }),
+      make_flex_case("hd192_block_mask_documents_alibi_softcap_gqa",
+                     [](FlexCase& c) {
+                       c.head_dim = 192, c.doc_span = 40, c.alibi = true, c.softcap = 5.f;
+                       c.block_mask = BlockMaskKind::kFromMask, c.heads_q = 4, c.heads_kv = 2;
+                       c.seqlen_q = c.seqlen_k = 300;
+                     }),
+      make_flex_case("hd160_varlen_window_sinks",
+                     [](FlexCase& c) {
+                       c.head_dim = 160, c.window_left = 50, c.window_right = 0, c.sinks = true;
+                       c.lengths_q = {1, 7, 300, 0}, c.lengths_k = {1, 9, 300, 4};
                      }),
   };
   return cases;
