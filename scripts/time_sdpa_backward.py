@@ -15,6 +15,8 @@ SHAPES = [  # batch, heads, seqlen, head_dim, causal, dtype
     (2, 16, 8192, 128, True, torch.bfloat16),
     (4, 32, 4096, 64, False, torch.bfloat16),
     (4, 32, 4096, 64, True, torch.bfloat16),
+    (2, 32, 8192, 64, False, torch.bfloat16),
+    (2, 32, 8192, 64, True, torch.bfloat16),
     (4, 16, 4096, 128, False, torch.float16),
 ]
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION}

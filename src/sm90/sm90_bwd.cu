@@ -37,7 +37,6 @@ const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDevi
   if (const char* why = pruned_reason(a.q.dtype, static_cast<int>(a.head_dim)); why[0] != '\0') {
     return why;
   }
-  if (a.softcap > 0.f) return "does not implement softcap yet (the sm80 backward does)";
   if (a.deterministic) return "has no deterministic mode yet (the sm80 backward has)";
   if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {
     return "supports seqlen_q and seqlen_k up to 2^29";
