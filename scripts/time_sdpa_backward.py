@@ -18,6 +18,8 @@ SHAPES = [  # batch, heads, seqlen, head_dim, causal, dtype
     (2, 16, 8192, 128, True, torch.bfloat16),
     (4, 32, 4096, 64, False, torch.bfloat16),
     (4, 32, 4096, 64, True, torch.bfloat16),
+    (2, 32, 8192, 64, False, torch.bfloat16),
+    (2, 32, 8192, 64, True, torch.bfloat16),
     (4, 16, 4096, 128, False, torch.float16),
     (4, 16, 4096, 256, False, torch.bfloat16),
     (4, 16, 4096, 256, True, torch.bfloat16),

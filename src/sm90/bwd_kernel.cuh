@@ -3,12 +3,13 @@
 //   - producer warp (warpgroup 0, warp 0): TMA loads of K and V once, then per step of the walk
 //     Q and dO tiles and the rows' LSE and D (bulk copies) into a two-stage ring;
 //   - dQ writer warp (warpgroup 0, warp 1): per step, adds the consumers' fp32 dQ tile to the
-//     workspace's accumulators with bulk reductions (cp.reduce.async.bulk .add.f32), one per row,
-//     so the consumers never wait on global atomics;
+//     workspace's accumulators with one bulk reduction (cp.reduce.async.bulk .add.f32), so the
+//     consumers never wait on global atomics;
 //   - two consumer warpgroups (bwd_mainloop.hpp): the five wgmma GEMMs, P and dS; dK and dV in
 //     registers for the whole walk.
-// The preprocess (D, LSE log2) and dQ convert kernels around it are the sm80 backward's
-// (sm80/bwd_preprocess.cuh, sm80/bwd_convert.cuh): they are plain CUDA and read the same workspace.
+// The preprocess kernel (D, LSE log2) is the sm80 backward's (sm80/bwd_preprocess.cuh, plain CUDA
+// on the same workspace); the dQ convert is this backward's own (bwd_convert.cuh), as the
+// accumulators are in the consumers' staging order.
 // Included by sm90_bwd_hd<D>.cu only.
 #pragma once
 
@@ -19,9 +20,9 @@
 
 #include "common/launch.hpp"
 #include "common/pruning.hpp"
-#include "sm80/bwd_convert.cuh"
 #include "sm80/bwd_kernel_traits.hpp"
 #include "sm80/bwd_preprocess.cuh"
+#include "sm90/bwd_convert.cuh"
 #include "sm90/bwd_mainloop.hpp"
 #include "sm90/bwd_traits.hpp"
 
@@ -114,32 +115,35 @@ struct BwdLoad {
   }
 };
 
-// The dQ writer warp: per step, waits for the consumers' staged dQ tile, adds its rows below
-// seqlen_q to the workspace (a bulk reduction per row, spread over the lanes), and hands the
-// staging rows back once the reductions have read them.
+// The dQ writer warp: per step, waits for the consumers' staged dQ tile, adds it to the
+// workspace's accumulators with one bulk reduction (the tile is one contiguous block of them, in
+// DqTileOrder; rows past seqlen_q included: the workspace pads to whole query blocks, and the
+// convert kernel never reads them), and hands the staging buffer back once the reduction has read
+// it. One reduction of 32 KB instead of one per query row: the per-row reductions (128 a step at
+// hd64) were a limit of their own (docs/perf.md, sm90 v4).
 template <typename Traits>
 __device__ void write_dq(const sm80::BwdParams& p, typename Traits::SharedStorage& smem,
                          const BwdWalk& walk) {
   if (walk.steps == 0) return;
   constexpr uint32_t kThreads = Traits::kConsumerThreads + cutlass::NumThreadsPerWarp;
-  const int lane = threadIdx.x % cutlass::NumThreadsPerWarp;
-  // The staging rows start empty; each later release matches one consumer wait, so every
+  constexpr int kTileBytes = Traits::kBlockM * Traits::kHeadDim * static_cast<int>(sizeof(float));
+  const bool issuer = cute::elect_one_sync();
+  // The staging buffer starts empty; each later release matches one consumer wait, so every
   // arrival on the barrier is consumed before the CTA exits.
   cutlass::arch::NamedBarrier::arrive(kThreads, barrier_id(BwdBarrierId::kDqEmpty));
   for (int step = 0; step < walk.steps; ++step) {
     cutlass::arch::NamedBarrier::sync(kThreads, barrier_id(BwdBarrierId::kDqFull));
-    const int row0 = walk.m_block(step) * Traits::kBlockM;
-    float* accum = p.dq_accum + ((static_cast<int64_t>(walk.batch) * p.heads_q + walk.head(step)) *
-                                     p.seqlen_q_rounded +
-                                 row0) *
-                                    Traits::kHeadDim;
-    for (int r = lane; r < Traits::kBlockM && row0 + r < p.seqlen_q;
-         r += cutlass::NumThreadsPerWarp) {
-      bulk_reduce_add_f32(accum + r * Traits::kHeadDim, smem.dq + r * Traits::kDqRowStride,
-                          Traits::kHeadDim * static_cast<int>(sizeof(float)));
+    if (issuer) {
+      const int row0 = walk.m_block(step) * Traits::kBlockM;
+      float* accum =
+          p.dq_accum +
+          ((static_cast<int64_t>(walk.batch) * p.heads_q + walk.head(step)) * p.seqlen_q_rounded +
+           row0) *
+              Traits::kHeadDim;
+      bulk_reduce_add_f32(accum, smem.dq, kTileBytes);
+      cute::tma_store_arrive();   // commit the bulk group
+      cute::tma_store_wait<0>();  // ... and wait until its reads of the staging buffer are done
     }
-    cute::tma_store_arrive();   // commit this lane's bulk group
-    cute::tma_store_wait<0>();  // ... and wait until its reads of the staging rows are done
     __syncwarp();
     if (step + 1 < walk.steps) {
       cutlass::arch::NamedBarrier::arrive(kThreads, barrier_id(BwdBarrierId::kDqEmpty));
@@ -195,10 +199,11 @@ auto bwd_gmem_tensor(const void* data, int seqlen, int heads, int batch, int64_t
 }
 
 // The three launches of one backward (the workspace's dQ accumulators zeroed by the caller):
-// preprocess, this kernel, convert. Element is cutlass::half_t or cutlass::bfloat16_t.
-template <typename Element, int kHeadDim>
+// preprocess, this kernel, convert; the softcap kernel is an instantiation of its own. Element is
+// cutlass::half_t or cutlass::bfloat16_t.
+template <typename Element, int kHeadDim, bool kSoftcap>
 cudaError_t launch_backward(const sm80::BwdParams& p, cudaStream_t stream) {
-  using Traits = BwdTraits<Element, kHeadDim>;
+  using Traits = BwdTraits<Element, kHeadDim, kSoftcap>;
   // The preprocess and convert kernels take the CUDA element type and read only its chunking.
   using CudaElement =
       std::conditional_t<std::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
@@ -240,18 +245,24 @@ cudaError_t launch_backward(const sm80::BwdParams& p, cudaStream_t stream) {
   if (cudaError_t err = detail::launch_kernel(kernel, shape, stream, params); err != cudaSuccess) {
     return err;
   }
-  return sm80::launch_bwd_convert<RowTraits>(p, stream);
+  return launch_bwd_convert<Traits, CudaElement>(p, stream);
+}
+
+template <typename Element, int kHeadDim>
+cudaError_t launch_backward_softcap(const sm80::BwdParams& p, cudaStream_t stream) {
+  return p.softcapped ? launch_backward<Element, kHeadDim, true>(p, stream)
+                      : launch_backward<Element, kHeadDim, false>(p, stream);
 }
 
 template <int kHeadDim>
 cudaError_t launch_backward_head_dim(const sm80::BwdParams& p, bool bf16, cudaStream_t stream) {
   if (bf16) {
     if constexpr (detail::kernel_built(DType::kBFloat16, kHeadDim)) {
-      return launch_backward<cutlass::bfloat16_t, kHeadDim>(p, stream);
+      return launch_backward_softcap<cutlass::bfloat16_t, kHeadDim>(p, stream);
     }
   } else {
     if constexpr (detail::kernel_built(DType::kFloat16, kHeadDim)) {
-      return launch_backward<cutlass::half_t, kHeadDim>(p, stream);
+      return launch_backward_softcap<cutlass::half_t, kHeadDim>(p, stream);
     }
   }
   return cudaErrorInvalidDeviceFunction;

@@ -9,7 +9,9 @@
 
 #include "common/key_block_rows.hpp"
 #include "common/online_softmax.hpp"
+#include "common/score_scaling.hpp"
 #include "sm80/bwd_params.hpp"
+#include "sm90/bwd_convert.cuh"
 #include "sm90/bwd_traits.hpp"
 #include "sm90/named_barriers.hpp"
 #include "sm90/wgmma.hpp"
@@ -147,41 +149,40 @@ struct BwdMainloop {
       const int stage = read.index();
       const int ds_stage = step % Traits::kDsStages;
       pipeline.consumer_wait(read);
-
       Tensor s = partition_fragment_C(mma_sdp, ScoreShape{});
-      Tensor dp = partition_fragment_C(mma_sdp, ScoreShape{});
       issue_gemm</*kZeroInit=*/true>(mma_sdp, tSrK, tSrQ(_, _, _, stage), s);
+      Tensor dp = partition_fragment_C(mma_sdp, ScoreShape{});
       issue_gemm</*kZeroInit=*/true>(mma_sdp, tSrV, tSrdO(_, _, _, stage), dp);
 
       // P^T = exp2(S^T * scale log2 e - LSE log2 e), zero where the mask hides the key (the key
-      // tail included). Rows past seqlen_q have LSE +inf: P = 0 there without a test.
+      // tail included). Rows past seqlen_q have LSE +inf: P = 0 there without a test. With
+      // softcap the log2-domain score is softcap_out * tanh(S^T * softcap_in) (tanh.approx, as the
+      // sm90 forward computes it, so P is the P its LSE normalized), and s keeps G = P (1 - tanh^2)
+      // instead of P: dS = G (dP - D) is the raw score's gradient through the cap.
       const bool masked = !p.mask.tile_fully_visible(row0, min(row0 + kBlockM, p.seqlen_q), wg_key0,
                                                      wg_key0 + kRowsPerWarpgroup);
       const float* lse = smem.lse[stage];
       const float* delta = smem.delta[stage];
-      warpgroup_wait<1>();
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(s); ++i) {
-        const int query = coords.col(i);
-        float prob = fast_exp2(fmaf(s(i), p.scale_log2, -lse[query]));
-        if (masked && !p.mask.visible(row0 + query, key0 + coords.row(i))) prob = 0.f;
-        s(i) = prob;
-      }
       // The S^T accumulator of 16 queries is exactly the m64k16 A operand of dV += P^T dO.
       Tensor p_elems = make_tensor<Element>(partition_shape_A(mma_dkv, ScoreShape{}));
       CUTE_STATIC_ASSERT_V(size(p_elems) == size(s));
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(s); ++i) p_elems(i) = static_cast<Element>(s(i));
-      issue_gemm</*kZeroInit=*/false>(mma_dkv, p_elems, tdVrdOt(_, _, _, stage), dv);
-
-      // dS^T = P^T (dP^T - D), D per query.
       warpgroup_wait<1>();
+      // Two copies of the loop: with the mask test inside, every element became a branch around
+      // its exp2 and the MUFU latencies serialized.
+      if (masked) {
+        probabilities<true>(p, coords, row0, key0, lse, s, p_elems);
+      } else {
+        probabilities<false>(p, coords, row0, key0, lse, s, p_elems);
+      }
+      issue_gemm</*kZeroInit=*/false>(mma_dkv, p_elems, tdVrdOt(_, _, _, stage), dv);
+      warpgroup_wait<1>();
+
+      // dS^T = G (dP^T - D), D per query.
       Tensor ds_elems = make_tensor<Element>(partition_shape_A(mma_dkv, ScoreShape{}));
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(dp); ++i) {
         ds_elems(i) = static_cast<Element>(s(i) * (dp(i) - delta[coords.col(i)]));
       }
-      issue_gemm</*kZeroInit=*/false>(mma_dkv, ds_elems, tdKrQt(_, _, _, stage), dk);
 
       // dS^T to shared memory for dQ = dS K, which needs both warpgroups' keys. The other buffer
       // is still read by the other warpgroup's previous dQ GEMM; it finished that before it
@@ -198,20 +199,53 @@ struct BwdMainloop {
                                         barrier_id(BwdBarrierId::kDsReady));
       Tensor dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
       issue_gemm</*kZeroInit=*/true>(mma_dq, tdQrdS(_, _, _, ds_stage), tdQrKt, dq);
+      // dK after dQ, so that it runs while this thread stages dQ (wgmma batches retire in order:
+      // dV and dQ first).
+      issue_gemm</*kZeroInit=*/false>(mma_dkv, ds_elems, tdKrQt(_, _, _, stage), dk);
+      warpgroup_wait<1>();
+
+      // dQ to the writer warp's staging buffer, once it has read out the previous step's.
+      constexpr int kDqThreads = Traits::kConsumerThreads + cutlass::NumThreadsPerWarp;
+      cutlass::arch::NamedBarrier::sync(kDqThreads, barrier_id(BwdBarrierId::kDqEmpty));
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(dq); i += 2) {
+        *reinterpret_cast<float2*>(smem.dq + DqTileOrder<Traits>::offset(thread, i / 2)) =
+            make_float2(dq(i), dq(i + 1));
+      }
+      cutlass::arch::fence_view_async_shared();  // the writer's bulk reduction reads it (async)
+      cutlass::arch::NamedBarrier::arrive(kDqThreads, barrier_id(BwdBarrierId::kDqFull));
       warpgroup_wait<0>();
       // Every GEMM that read this stage's Q and dO has retired.
       pipeline.consumer_release(read);
       ++read;
-
-      // dQ to the writer warp's staging rows, once it has read out the previous step's.
-      cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads + cutlass::NumThreadsPerWarp,
-                                        barrier_id(BwdBarrierId::kDqEmpty));
-      stage_dq(smem, thread, dq);
-      cutlass::arch::fence_view_async_shared();  // the writer's bulk reductions read it (async)
-      cutlass::arch::NamedBarrier::arrive(Traits::kConsumerThreads + cutlass::NumThreadsPerWarp,
-                                          barrier_id(BwdBarrierId::kDqFull));
     }
     store_key_grads(p, walk, thread, dk, dv);
+  }
+
+  // P^T of the S^T accumulator s into p_elems (the element type), and s to G: P^T, or with
+  // softcap P^T (1 - tanh^2) (see run()). kMasked: the tile has pairs the mask hides.
+  template <bool kMasked, typename Frag, typename ElemFrag>
+  __device__ static void probabilities(const sm80::BwdParams& p, const AccumulatorCoords& coords,
+                                       int row0, int key0, const float* lse, Frag& s,
+                                       ElemFrag& p_elems) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(s); ++i) {
+      const int query = coords.col(i);
+      float prob;
+      float g = 1.f;
+      if constexpr (Traits::kSoftcap) {
+        const float u = fast_tanh(s(i) * p.softcap_in);
+        prob = fast_exp2(fmaf(u, p.softcap_out, -lse[query]));
+        g = fmaf(-u, u, 1.f);
+      } else {
+        prob = fast_exp2(fmaf(s(i), p.scale_log2, -lse[query]));
+      }
+      if constexpr (kMasked) {
+        if (!p.mask.visible(row0 + query, key0 + coords.row(i))) prob = 0.f;
+      }
+      p_elems(i) = static_cast<Element>(prob);
+      s(i) = Traits::kSoftcap ? g * prob : prob;
+    }
   }
 
   // Two adjacent elements (4-byte aligned) as one 32-bit shared-memory store: the address comes
@@ -223,22 +257,6 @@ struct BwdMainloop {
     memcpy(&bits, pair, sizeof(bits));
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(cute::cast_smem_ptr_to_uint(at)), "r"(bits)
                  : "memory");
-  }
-
-  // This thread's dQ accumulator registers into the fp32 staging rows (kBlockM x D, row stride
-  // kDqRowStride), one float2 per register pair. The warpgroups split the tile's dims (hd128) or
-  // its rows (hd64): bwd_traits.hpp.
-  template <typename Frag>
-  __device__ static void stage_dq(SharedStorage& smem, int thread, const Frag& dq) {
-    const int warpgroup = thread / kWarpgroupThreads;
-    const AccumulatorCoords coords =
-        AccumulatorCoords::of(Traits::kDqSplitsDims ? thread % kWarpgroupThreads : thread);
-    const int col_offset = Traits::kDqSplitsDims ? warpgroup * (kHeadDim / 2) : 0;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(dq); i += 2) {
-      float* at = smem.dq + coords.row(i) * Traits::kDqRowStride + col_offset + coords.col(i);
-      *reinterpret_cast<float2*>(at) = make_float2(dq(i), dq(i + 1));
-    }
   }
 };
 

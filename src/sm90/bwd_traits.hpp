@@ -35,10 +35,13 @@ namespace flashcore::sm90 {
 
 using namespace cute;
 
-template <typename Element_, int kHeadDim_>
+template <typename Element_, int kHeadDim_, bool kSoftcap_>
 struct BwdTraits {
   using Element = Element_;  // cutlass::half_t or cutlass::bfloat16_t
   static constexpr int kHeadDim = kHeadDim_;
+  // Softcap's tanh and its derivative per score: a kernel of its own, as the registers the
+  // softcap path needs made the plain hd64 kernel spill when both shared one body.
+  static constexpr bool kSoftcap = kSoftcap_;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "the sm90 backward has hd64 and hd128");
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kConsumerThreads = kConsumerWarpgroups * kWarpgroupThreads;
@@ -58,9 +61,6 @@ struct BwdTraits {
   // dQ's split over the two consumer warpgroups: along D when one warpgroup covers every query
   // row (kBlockM = 64), along the rows otherwise.
   static constexpr bool kDqSplitsDims = kBlockM == kRowsPerWarpgroup;
-  // fp32 dQ rows in shared memory are padded by 8 floats: the accumulator's float2 stores (8 rows
-  // x 4 column pairs per instruction) then fall on distinct banks.
-  static constexpr int kDqRowStride = kHeadDim + 8;
 
   using WarpgroupsAlongM = Layout<Shape<Int<kConsumerWarpgroups>, _1, _1>>;
   using TiledMmaSdP = decltype(make_tiled_mma(
@@ -136,7 +136,7 @@ struct BwdTraits {
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> d_o;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutDs>> ds;
-    alignas(16) float dq[kBlockM * kDqRowStride];
+    alignas(128) float dq[kBlockM * kHeadDim];  // in DqTileOrder (bwd_convert.cuh)
     alignas(16) float lse[kStages][kBlockM];
     alignas(16) float delta[kStages][kBlockM];
     uint64_t kv_full;  // K and V landed (transaction barrier, phase 0 only)

@@ -37,7 +37,6 @@ const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDevi
   if (const char* why = pruned_reason(a.q.dtype, static_cast<int>(a.head_dim)); why[0] != '\0') {
     return why;
   }
-  if (a.softcap > 0.f) return "does not implement softcap yet (the sm80 backward does)";
   if (problem.is_flex()) {
     return "does not implement varlen batches or flex options yet (the sm80 backward does)";
   }

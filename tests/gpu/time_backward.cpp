@@ -28,6 +28,7 @@ struct Shape {
   bool causal;
   flashcore::DType dtype;
   bool deterministic;
+  float softcap = 0.f;
 };
 
 #define CHECK_CUDA(expr)                                                \
@@ -107,6 +108,7 @@ bool time_shape(const Shape& s) {
   f.o = {o, s.dtype, flashcore::bshd_strides(S, Hq, D)};
   f.lse = static_cast<float*>(lse);
   f.causal = s.causal;
+  f.softcap = s.softcap;
 
   flashcore::BackwardParams b;
   b.batch = B;
@@ -124,6 +126,7 @@ bool time_shape(const Shape& s) {
   b.dk = {dk, s.dtype, f.k.strides};
   b.dv = {dv, s.dtype, f.v.strides};
   b.causal = s.causal;
+  b.softcap = s.softcap;
   b.deterministic = s.deterministic;
   const size_t workspace_bytes = flashcore::backward_workspace_bytes(b);
   if (workspace_bytes == 0) {
@@ -146,13 +149,13 @@ bool time_shape(const Shape& s) {
   CHECK_CUDA(cudaDeviceSynchronize());
   const double fwd_flops = 4.0 * B * Hq * S * S * D * (s.causal ? 0.5 : 1.0);
   std::printf(
-      "B%lld Hq%lld Hkv%lld S%lld D%lld %s%s%s | fwd %.3f ms (%s) | bwd %.3f ms %.1f TFLOP/s "
+      "B%lld Hq%lld Hkv%lld S%lld D%lld %s%s%s%s | fwd %.3f ms (%s) | bwd %.3f ms %.1f TFLOP/s "
       "(%s) | fwd+bwd %.3f ms | workspace %.1f MiB\n",
       static_cast<long long>(B), static_cast<long long>(Hq), static_cast<long long>(Hkv),
       static_cast<long long>(S), static_cast<long long>(D),
       s.dtype == flashcore::DType::kBFloat16 ? "bf16" : "fp16", s.causal ? " causal" : "",
-      s.deterministic ? " deterministic" : "", fwd_ms, info.provider, bwd_ms,
-      2.5 * fwd_flops / (bwd_ms * 1e-3) / 1e12,
+      s.deterministic ? " deterministic" : "", s.softcap > 0.f ? " softcap" : "", fwd_ms,
+      info.provider, bwd_ms, 2.5 * fwd_flops / (bwd_ms * 1e-3) / 1e12,
       flashcore::backend_name(flashcore::resolve_backward_backend(b)), fwd_ms + bwd_ms,
       workspace_bytes / 1048576.0);
   for (void* p : {q, k, v, o, d_o, dq, dk, dv, lse, workspace}) CHECK_CUDA(cudaFree(p));
@@ -161,7 +164,8 @@ bool time_shape(const Shape& s) {
 
 }  // namespace
 
-// Optional argument: the index of the one shape to time (for profiling a single launch with ncu).
+// Optional arguments: the indices of the shapes to time, in order (one index for profiling a single
+// launch with ncu).
 int main(int argc, char** argv) {
   using flashcore::DType;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it is measured, also under timeout
@@ -173,6 +177,8 @@ int main(int argc, char** argv) {
       {2, 16, 16, 8192, 128, true, DType::kBFloat16, false},
       {4, 32, 32, 4096, 64, false, DType::kBFloat16, false},
       {4, 32, 32, 4096, 64, true, DType::kBFloat16, false},
+      {2, 32, 32, 8192, 64, false, DType::kBFloat16, false},
+      {2, 32, 32, 8192, 64, true, DType::kBFloat16, false},
       {4, 16, 16, 4096, 128, false, DType::kFloat16, false},
       // GQA 8:1: the kv head's CTAs walk every query head of the group.
       {4, 16, 2, 4096, 128, true, DType::kBFloat16, false},
@@ -180,6 +186,9 @@ int main(int argc, char** argv) {
       {4, 16, 16, 4096, 128, false, DType::kBFloat16, true},
       {4, 16, 16, 4096, 128, true, DType::kBFloat16, true},
       {4, 32, 32, 4096, 64, true, DType::kBFloat16, true},
+      // Softcap (Gemma-style cap 30): the tanh and its derivative per score.
+      {4, 16, 16, 4096, 128, false, DType::kBFloat16, false, 30.f},
+      {4, 32, 32, 4096, 64, true, DType::kBFloat16, false, 30.f},
       // Head dim 256 (the sm80 backward only).
       {4, 16, 16, 4096, 256, false, DType::kBFloat16, false},
       {4, 16, 16, 4096, 256, true, DType::kBFloat16, false},
@@ -189,16 +198,19 @@ int main(int argc, char** argv) {
       {4, 16, 16, 4096, 256, true, DType::kBFloat16, true},
   };
   bool ok = true;
-  const int only = argc > 1 ? std::atoi(argv[1]) : -1;
   const int count = static_cast<int>(sizeof(shapes) / sizeof(shapes[0]));
-  if (only >= count) {
-    std::fprintf(stderr, "shape index %d out of range [0, %d)\n", only, count);
-    return 1;
+  if (argc > 1) {
+    for (int a = 1; a < argc; ++a) {
+      const int index = std::atoi(argv[a]);
+      if (index < 0 || index >= count) {
+        std::fprintf(stderr, "shape index %d out of range [0, %d)\n", index, count);
+        return 1;
+      }
+      ok = time_shape(shapes[index]) && ok;
+    }
+    return ok ? 0 : 1;
   }
-  for (int i = 0; i < count; ++i) {
-    if (only < 0 || i == only) ok = time_shape(shapes[i]) && ok;
-  }
-  if (only >= 0) return ok ? 0 : 1;
+  for (const Shape& shape : shapes) ok = time_shape(shape) && ok;
   // The workspace (the backward's extra memory besides its gradients) at B2 H16 D128, two lengths.
   for (int64_t S : {8192, 16384}) {
     flashcore::BackwardParams b;
