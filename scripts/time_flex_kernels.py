@@ -1,0 +1,89 @@
+# Kernel time of the flex rows beside their dense peers: the attention kernels' device time
+# (torch.profiler, no host time) and the time per call of 20 back-to-back calls, B4 H16 S4096 D128
+# bf16 plus varlen shapes (16384 tokens in documents of random length, uniform in [256, 2048) as
+# bench/flex_lab.py draws them; 16 x 1024) and the dense kernel on the same shapes.
+# scripts/time_flex.py times one call between two events, so its rows include the Python
+# wrapper's host time (docs/flex.md, "Per-tile cost").
+# Run: python3 scripts/time_flex_kernels.py [lengths]   (lengths: also print the documents' lengths)
+import statistics
+import sys
+import torch
+import flashcore
+from flashcore import mods
+from torch.profiler import profile, ProfilerActivity
+
+torch.manual_seed(0)
+B, H, S, D = 4, 16, 4096, 128
+q, k, v = (torch.randn(B, H, S, D, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+qs, ks, vs = (x.transpose(1, 2) for x in (q, k, v))
+pos = torch.arange(S, device="cuda")
+causal_bm = flashcore.create_block_mask(mods.causal(), None, None, S, S)
+docs = {n: (pos // n).int()[None].expand(B, S).contiguous() for n in (128, 1024)}
+doc_bm = {n: flashcore.create_block_mask(mods.documents(docs[n]), B, None, S, S) for n in docs}
+
+
+def packed(lengths):
+    cu = torch.tensor([0] + lengths, device="cuda").cumsum(0).int()
+    t = sum(lengths)
+    x = [torch.randn(t, H, D, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
+    return x, cu, max(lengths)
+
+
+g = torch.Generator().manual_seed(0)
+rand_lengths = []
+while sum(rand_lengths) < 16384:  # the lab's draw: uniform [256, 2048), cut at 16384 tokens
+    n = int(torch.randint(256, 2048, (1,), generator=g).item())
+    rand_lengths.append(min(n, 16384 - sum(rand_lengths)))
+vl_rand, cu_rand, max_rand = packed(rand_lengths)
+vl_1k, cu_1k, _ = packed([1024] * 16)
+q16, k16, v16 = (torch.randn(1, 16384, H, D, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+q1k, k1k, v1k = (torch.randn(16, 1024, H, D, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+real_rand = sum(2.0 * H * n * n * D for n in rand_lengths)
+cases = [  # name, visible (real) FLOPs, fn
+    ("dense causal B4 S4096", 2.0 * B * H * S * S * D,
+     lambda: flashcore.attention(qs, ks, vs, causal=True)),
+    ("flex causal BlockMask", 2.0 * B * H * S * S * D,
+     lambda: flashcore.flex_attention(q, k, v, block_mask=causal_bm)),
+    ("flex documents 1024 (non-causal)", 4.0 * B * H * S * 1024 * D,
+     lambda: flashcore.flex_attention(q, k, v, block_mask=doc_bm[1024])),
+    ("flex documents 128 (non-causal)", 4.0 * B * H * S * 128 * D,
+     lambda: flashcore.flex_attention(q, k, v, block_mask=doc_bm[128])),
+    ("dense non-causal B4 S4096", 4.0 * B * H * S * S * D, lambda: flashcore.attention(qs, ks, vs)),
+    (f"varlen causal {len(rand_lengths)} docs 16384 tok", real_rand,
+     lambda: flashcore.attention_varlen(*vl_rand, cu_rand, cu_rand, max_rand, max_rand,
+                                        causal=True)),
+    ("varlen causal 16 x 1024", 16 * 2.0 * H * 1024 * 1024 * D,
+     lambda: flashcore.attention_varlen(*vl_1k, cu_1k, cu_1k, 1024, 1024, causal=True)),
+    ("dense causal B16 S1024", 16 * 2.0 * H * 1024 * 1024 * D,
+     lambda: flashcore.attention(q1k, k1k, v1k, causal=True)),
+    ("dense causal B1 S16384", 2.0 * H * 16384 * 16384 * D,
+     lambda: flashcore.attention(q16, k16, v16, causal=True)),
+]
+if len(sys.argv) > 1 and sys.argv[1] == "lengths":
+    print(len(rand_lengths), "documents", rand_lengths)
+for name, flops, fn in cases:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(True), torch.cuda.Event(True)
+    a.record()
+    for _ in range(20):
+        fn()
+    b.record()
+    b.synchronize()
+    wall_us = a.elapsed_time(b) * 1000 / 20
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and "fwd_kernel" in e.name]
+    def duration(e):
+        try:
+            return e.time_range.elapsed_us()
+        except AttributeError:
+            return e.device_time
+    times = [duration(e) for e in kernels] if kernels else [float("nan")]
+    kern = statistics.median(times)
+    print(f"{name:36s} {flashcore.last_provider():5s} kernel {kern:8.1f} us "
+          f"{flops / kern / 1e6:6.1f} TFLOP/s | back-to-back {wall_us:8.1f} us", flush=True)
