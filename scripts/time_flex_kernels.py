@@ -4,7 +4,8 @@
 # bench/flex_lab.py draws them; 16 x 1024) and the dense kernel on the same shapes.
 # scripts/time_flex.py times one call between two events, so its rows include the Python
 # wrapper's host time (docs/flex.md, "Per-tile cost").
-# Run: python3 scripts/time_flex_kernels.py [lengths]   (lengths: also print the documents' lengths)
+# Run: python3 scripts/time_flex_kernels.py [sm80] [lengths]   (sm80: every call on the sm80 kernels
+# instead of auto's choice; lengths: also print the documents' lengths)
 import statistics
 import sys
 import torch
@@ -12,6 +13,7 @@ import flashcore
 from flashcore import mods
 from torch.profiler import profile, ProfilerActivity
 
+BACKEND = "sm80" if "sm80" in sys.argv[1:] else "auto"
 torch.manual_seed(0)
 B, H, S, D = 4, 16, 4096, 128
 q, k, v = (torch.randn(B, H, S, D, dtype=torch.bfloat16, device="cuda") for _ in range(3))
@@ -20,6 +22,7 @@ pos = torch.arange(S, device="cuda")
 causal_bm = flashcore.create_block_mask(mods.causal(), None, None, S, S)
 docs = {n: (pos // n).int()[None].expand(B, S).contiguous() for n in (128, 1024)}
 doc_bm = {n: flashcore.create_block_mask(mods.documents(docs[n]), B, None, S, S) for n in docs}
+sinks = torch.full((H,), -1e4, device="cuda")  # time_flex.py's: present, but no weight
 
 
 def packed(lengths):
@@ -41,25 +44,29 @@ q1k, k1k, v1k = (torch.randn(16, 1024, H, D, dtype=torch.bfloat16, device="cuda"
 real_rand = sum(2.0 * H * n * n * D for n in rand_lengths)
 cases = [  # name, visible (real) FLOPs, fn
     ("dense causal B4 S4096", 2.0 * B * H * S * S * D,
-     lambda: flashcore.attention(qs, ks, vs, causal=True)),
+     lambda: flashcore.attention(qs, ks, vs, causal=True, backend=BACKEND)),
     ("flex causal BlockMask", 2.0 * B * H * S * S * D,
-     lambda: flashcore.flex_attention(q, k, v, block_mask=causal_bm)),
+     lambda: flashcore.flex_attention(q, k, v, block_mask=causal_bm, backend=BACKEND)),
     ("flex documents 1024 (non-causal)", 4.0 * B * H * S * 1024 * D,
-     lambda: flashcore.flex_attention(q, k, v, block_mask=doc_bm[1024])),
+     lambda: flashcore.flex_attention(q, k, v, block_mask=doc_bm[1024], backend=BACKEND)),
     ("flex documents 128 (non-causal)", 4.0 * B * H * S * 128 * D,
-     lambda: flashcore.flex_attention(q, k, v, block_mask=doc_bm[128])),
-    ("dense non-causal B4 S4096", 4.0 * B * H * S * S * D, lambda: flashcore.attention(qs, ks, vs)),
+     lambda: flashcore.flex_attention(q, k, v, block_mask=doc_bm[128], backend=BACKEND)),
+    ("flex no mask, sinks", 4.0 * B * H * S * S * D,
+     lambda: flashcore.flex_attention(q, k, v, sinks=sinks, backend=BACKEND)),
+    ("dense non-causal B4 S4096", 4.0 * B * H * S * S * D,
+     lambda: flashcore.attention(qs, ks, vs, backend=BACKEND)),
     (f"varlen causal {len(rand_lengths)} docs 16384 tok", real_rand,
      lambda: flashcore.attention_varlen(*vl_rand, cu_rand, cu_rand, max_rand, max_rand,
-                                        causal=True)),
+                                        causal=True, backend=BACKEND)),
     ("varlen causal 16 x 1024", 16 * 2.0 * H * 1024 * 1024 * D,
-     lambda: flashcore.attention_varlen(*vl_1k, cu_1k, cu_1k, 1024, 1024, causal=True)),
+     lambda: flashcore.attention_varlen(*vl_1k, cu_1k, cu_1k, 1024, 1024, causal=True,
+                                        backend=BACKEND)),
     ("dense causal B16 S1024", 16 * 2.0 * H * 1024 * 1024 * D,
-     lambda: flashcore.attention(q1k, k1k, v1k, causal=True)),
+     lambda: flashcore.attention(q1k, k1k, v1k, causal=True, backend=BACKEND)),
     ("dense causal B1 S16384", 2.0 * H * 16384 * 16384 * D,
-     lambda: flashcore.attention(q16, k16, v16, causal=True)),
+     lambda: flashcore.attention(q16, k16, v16, causal=True, backend=BACKEND)),
 ]
-if len(sys.argv) > 1 and sys.argv[1] == "lengths":
+if "lengths" in sys.argv[1:]:
     print(len(rand_lengths), "documents", rand_lengths)
 for name, flops, fn in cases:
     for _ in range(3):
