@@ -182,7 +182,7 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     q, k, v = (_swap_seq_heads(x) for x in (query, key, value))
     jit_score, cap = _split_score_mod(score_mod, fields)
     jit_mod = _jit_program(jit_mask, jit_score)
-    if _through_op(jit_mod, query, key, value, sinks):
+    if _through_op(jit_mod, query, key, value, sinks, fields):
         out, lse = _flex_ops.flex_attention(q, k, v, scale, False, window, cap, fields, jit_mod,
                                             backend, heads_major=True)
         return (out, lse) if return_lse else out
@@ -220,7 +220,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         fields["sinks"] = sinks
     window = (int(window[0]), int(window[1]))
     q4, k4, v4 = (x[None] for x in (q, k, v))  # [1, total, H, D] views
-    if _through_op(jit_mod, q, k, v, sinks):
+    if _through_op(jit_mod, q, k, v, sinks, fields):
         out4, lse = _flex_ops.flex_attention(q4, k4, v4, softmax_scale, bool(causal), window,
                                              float(softcap or cap), fields, jit_mod, backend,
                                              heads_major=False)
@@ -261,18 +261,40 @@ def _split_score_mod(score_mod, fields):
     return None, cap
 
 
-def _through_op(jit_mod, q, k, v, sinks):
+# What the flex backward implements (docs/backward.md, "Varlen and flex"): a call that needs
+# gradients is checked against it here, before the forward runs, so that a training step fails
+# before doing any work rather than in its backward.
+_BACKWARD_HEAD_DIMS = (64, 128)
+# The backward's query and key blocks: a BlockMask's blocks must be multiples of them.
+_BACKWARD_Q_BLOCK, _BACKWARD_KV_BLOCK = 64, 128
+
+
+def _check_backward_support(jit_mod, head_dim, fields):
+    why = None
+    if jit_mod is not None:
+        why = ("a jit_score_mod / jit_mask_mod has no backward (a CUDA snippet has no "
+               "derivative): use the built-in mods (flashcore.mods) to train")
+    elif head_dim not in _BACKWARD_HEAD_DIMS:
+        why = (f"the flex and varlen backward has kernels for head_dim 64 and 128 only (got "
+               f"{head_dim}): pad the head dim with zeros to one of them to train")
+    elif "block_mask" in fields and (fields["block_mask"][4] % _BACKWARD_Q_BLOCK != 0
+                                     or fields["block_mask"][5] % _BACKWARD_KV_BLOCK != 0):
+        why = (f"the flex backward runs BlockMasks whose q block is a multiple of "
+               f"{_BACKWARD_Q_BLOCK} and kv block a multiple of {_BACKWARD_KV_BLOCK} (got "
+               f"{fields['block_mask'][4]} x {fields['block_mask'][5]}): build the BlockMask with "
+               f"BLOCK_SIZE={_BACKWARD_KV_BLOCK} (PyTorch's default) to train")
+    if why is not None:
+        raise ValueError(f"q, k or v requires grad but {why}, or call under torch.no_grad()")
+
+
+def _through_op(jit_mod, q, k, v, sinks, fields):
     """True when a call on torch tensors goes through the custom op: while torch.compile traces
-    it, and when q, k, v or sinks requires grad (the op is differentiable; a jit mod is not, which
-    is refused here, before the forward runs)."""
+    it, and when q, k, v or sinks requires grad (the op is differentiable; what its backward does
+    not implement is refused here, before the forward runs)."""
     if _flex_ops is None or not hasattr(q, "is_cuda"):
         return False
     if _flex_ops.needs_grad(q, k, v, sinks):
-        if jit_mod is not None:
-            raise ValueError(
-                "q, k or v requires grad but a jit_score_mod / jit_mask_mod has no backward (a "
-                "CUDA snippet has no derivative): use the built-in mods (flashcore.mods) to train, "
-                "or call under torch.no_grad()")
+        _check_backward_support(jit_mod, q.shape[-1], fields)
         return True
     return _flex_ops.compiling()
 

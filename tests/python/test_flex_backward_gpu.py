@@ -139,6 +139,31 @@ def test_jit_mods_refuse_gradients():
         flashcore.flex_attention(q, k, v, score_mod=score_mod)
 
 
+def test_what_the_backward_lacks_is_refused_before_the_forward():
+    """A head dim or BlockMask the flex backward has no kernel for fails as soon as the forward
+    is called with gradients, and runs under torch.no_grad()."""
+    def qkv(head_dim, grad=True):
+        return [torch.randn(1, 2, 256, head_dim, dtype=torch.bfloat16, device="cuda")
+                .requires_grad_(grad) for _ in range(3)]
+    with pytest.raises(ValueError, match=r"head_dim 64 and 128 only \(got 96\)"):
+        flashcore.flex_attention(*qkv(96), score_mod=mods.alibi(
+            torch.rand(2, device="cuda")))
+    with pytest.raises(ValueError, match=r"head_dim 64 and 128 only \(got 256\)"):
+        flashcore.attention_varlen(*(x[0].transpose(0, 1) for x in qkv(256)),
+                                   torch.tensor([0, 256], dtype=torch.int32, device="cuda"),
+                                   torch.tensor([0, 256], dtype=torch.int32, device="cuda"),
+                                   256, 256, causal=True)
+    mask64 = flashcore.create_block_mask(mods.causal(), None, None, 256, 256,
+                                         BLOCK_SIZE=64)
+    with pytest.raises(ValueError, match=r"kv block a multiple of 128 \(got 64 x 64\)"):
+        flashcore.flex_attention(*qkv(64), block_mask=mask64)
+    with torch.no_grad():
+        out = flashcore.flex_attention(*qkv(96), block_mask=mask64)
+    assert torch.isfinite(out).all()
+    mask128 = flashcore.create_block_mask(mods.causal(), None, None, 256, 256)
+    flashcore.flex_attention(*qkv(128), block_mask=mask128).sum().backward()
+
+
 def op_args(q, k, v, score_mod, block_mask):
     fields = {}
     window, mask_fields, _ = flashcore.flex._mask_parts(block_mask, q.shape[2], k.shape[2])

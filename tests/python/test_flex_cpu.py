@@ -130,3 +130,20 @@ def test_mods_evaluate_like_pytorch_mods():
 def test_create_block_mask_takes_built_in_mask_mods_only():
     with pytest.raises(TypeError, match=r"flashcore builds masks of its built-in mask_mods"):
         flashcore.create_block_mask(lambda b, h, q, kv: q >= kv, 1, 1, 128, 128)
+
+
+@pytest.mark.parametrize("jit_mod, head_dim, blocks, message", [
+    (object(), 64, None, r"has no backward \(a CUDA snippet"),
+    (None, 96, None, r"head_dim 64 and 128 only \(got 96\)"),
+    (None, 256, None, r"head_dim 64 and 128 only \(got 256\)"),
+    (None, 64, (64, 64), r"kv block a multiple of 128 \(got 64 x 64\)"),
+    (None, 128, (32, 128), r"q block is a multiple of 64 .*\(got 32 x 128\)"),
+])
+def test_what_the_flex_backward_lacks_is_named_before_the_forward(jit_mod, head_dim, blocks,
+                                                                   message):
+    fields = {} if blocks is None else {"block_mask": (None, None, None, None, *blocks)}
+    with pytest.raises(ValueError, match=message):
+        flashcore.flex._check_backward_support(jit_mod, head_dim, fields)
+    for ok_head_dim in (64, 128):
+        flashcore.flex._check_backward_support(
+            None, ok_head_dim, {"block_mask": (None, None, None, None, 128, 128)})
