@@ -1,8 +1,9 @@
 // Times run_backward (and the forward, for the forward + backward total) on a few training shapes
-// with CUDA events: the median of kIterations launches after kWarmup, inputs random, workspace
-// preallocated. Prints one line per shape with the backward's TFLOP/s (2.5x the forward's FLOPs,
-// the convention of FlashAttention's benchmarks) and the workspace the backward needs. Not a test:
-// scripts/backward_device.sh runs it next to torch's SDPA backward (scripts/time_sdpa_backward.py).
+// with CUDA events: the median of timing::kIterations launches after timing::kWarmup, inputs
+// random, workspace preallocated. Prints one line per shape with the backward's TFLOP/s (2.5x the
+// forward's FLOPs, the convention of FlashAttention's benchmarks) and the workspace the backward
+// needs. Not a test: scripts/backward_device.sh runs it next to torch's SDPA backward
+// (scripts/time_sdpa_backward.py).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,14 +15,12 @@
 
 #include "common/backward_problem.hpp"
 #include "common/fp16_bf16.hpp"
+#include "event_timing.hpp"
 #include "flashcore/attention.hpp"
 #include "flashcore/backward.hpp"
 #include "sm80/sm80_bwd.hpp"
 
 namespace {
-
-constexpr int kWarmup = 3;
-constexpr int kIterations = 20;
 
 struct Shape {
   int64_t batch, heads_q, heads_kv, seqlen, head_dim;
@@ -31,15 +30,6 @@ struct Shape {
   float softcap = 0.f;
 };
 
-#define CHECK_CUDA(expr)                                                \
-  do {                                                                  \
-    const cudaError_t err = (expr);                                     \
-    if (err != cudaSuccess) {                                           \
-      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(err)); \
-      return false;                                                     \
-    }                                                                   \
-  } while (0)
-
 // A device buffer of n 16-bit elements: a block of kRandomBlock values drawn from N(0, 1),
 // repeated (drawing every element on the host took seconds per shape; the timings do not depend
 // on the values repeating).
@@ -48,36 +38,16 @@ bool random_buffer(size_t n, flashcore::DType dtype, std::mt19937_64* rng, void*
   std::normal_distribution<float> normal;
   std::vector<uint16_t> bits(std::min(n, kRandomBlock));
   for (uint16_t& b : bits) b = flashcore::detail::float_to_bits(normal(*rng), dtype);
-  CHECK_CUDA(cudaMalloc(out, n * 2));
+  FLASHCORE_TIMING_CHECK_CUDA(cudaMalloc(out, n * 2));
   auto* dst = static_cast<char*>(*out);
-  CHECK_CUDA(cudaMemcpy(dst, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+  FLASHCORE_TIMING_CHECK_CUDA(
+      cudaMemcpy(dst, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
   for (size_t done = bits.size(); done < n;) {
     const size_t count = std::min(done, n - done);
-    CHECK_CUDA(cudaMemcpy(dst + done * 2, dst, count * 2, cudaMemcpyDeviceToDevice));
+    FLASHCORE_TIMING_CHECK_CUDA(
+        cudaMemcpy(dst + done * 2, dst, count * 2, cudaMemcpyDeviceToDevice));
     done += count;
   }
-  return true;
-}
-
-template <typename Fn>
-bool median_ms(Fn&& launch, float* ms) {
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int i = 0; i < kWarmup + kIterations; ++i) {
-    CHECK_CUDA(cudaEventRecord(start));
-    if (!launch()) return false;
-    CHECK_CUDA(cudaEventRecord(stop));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float t = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
-    if (i >= kWarmup) times.push_back(t);
-  }
-  std::sort(times.begin(), times.end());
-  *ms = times[times.size() / 2];
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
   return true;
 }
 
@@ -90,11 +60,11 @@ bool time_shape(const Shape& s) {
       !random_buffer(nk, s.dtype, &rng, &v) || !random_buffer(nq, s.dtype, &rng, &d_o)) {
     return false;
   }
-  CHECK_CUDA(cudaMalloc(&o, nq * 2));
-  CHECK_CUDA(cudaMalloc(&dq, nq * 2));
-  CHECK_CUDA(cudaMalloc(&dk, nk * 2));
-  CHECK_CUDA(cudaMalloc(&dv, nk * 2));
-  CHECK_CUDA(cudaMalloc(&lse, static_cast<size_t>(B * Hq * S) * 4));
+  FLASHCORE_TIMING_CHECK_CUDA(cudaMalloc(&o, nq * 2));
+  FLASHCORE_TIMING_CHECK_CUDA(cudaMalloc(&dq, nq * 2));
+  FLASHCORE_TIMING_CHECK_CUDA(cudaMalloc(&dk, nk * 2));
+  FLASHCORE_TIMING_CHECK_CUDA(cudaMalloc(&dv, nk * 2));
+  FLASHCORE_TIMING_CHECK_CUDA(cudaMalloc(&lse, static_cast<size_t>(B * Hq * S) * 4));
 
   flashcore::AttentionParams f;
   f.batch = B;
@@ -134,11 +104,11 @@ bool time_shape(const Shape& s) {
     return false;
   }
   void* workspace;
-  CHECK_CUDA(cudaMalloc(&workspace, workspace_bytes));
+  FLASHCORE_TIMING_CHECK_CUDA(cudaMalloc(&workspace, workspace_bytes));
   flashcore::RunInfo info;
   float fwd_ms = 0, bwd_ms = 0;
-  bool ok = median_ms([&] { return flashcore::run(f, &info).ok(); }, &fwd_ms) &&
-            median_ms(
+  bool ok = flashcore::timing::median_ms([&] { return flashcore::run(f, &info).ok(); }, &fwd_ms) &&
+            flashcore::timing::median_ms(
                 [&] {
                   const flashcore::Status st =
                       flashcore::run_backward(b, workspace, workspace_bytes, nullptr);
@@ -146,7 +116,7 @@ bool time_shape(const Shape& s) {
                   return st.ok();
                 },
                 &bwd_ms);
-  CHECK_CUDA(cudaDeviceSynchronize());
+  FLASHCORE_TIMING_CHECK_CUDA(cudaDeviceSynchronize());
   const double fwd_flops = 4.0 * B * Hq * S * S * D * (s.causal ? 0.5 : 1.0);
   std::printf(
       "B%lld Hq%lld Hkv%lld S%lld D%lld %s%s%s%s | fwd %.3f ms (%s) | bwd %.3f ms %.1f TFLOP/s "
@@ -158,7 +128,8 @@ bool time_shape(const Shape& s) {
       info.provider, bwd_ms, 2.5 * fwd_flops / (bwd_ms * 1e-3) / 1e12,
       flashcore::backend_name(flashcore::resolve_backward_backend(b)), fwd_ms + bwd_ms,
       workspace_bytes / 1048576.0);
-  for (void* p : {q, k, v, o, d_o, dq, dk, dv, lse, workspace}) CHECK_CUDA(cudaFree(p));
+  for (void* p : {q, k, v, o, d_o, dq, dk, dv, lse, workspace})
+    FLASHCORE_TIMING_CHECK_CUDA(cudaFree(p));
   return ok;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/fp16_bf16.hpp"
+#include "event_timing.hpp"
 #include "flashcore/attention.hpp"
 #include "flashcore/backward.hpp"
 #include "flashcore/flex.hpp"
@@ -23,45 +24,13 @@ using flashcore::AttentionParams;
 using flashcore::BackwardParams;
 using flashcore::DType;
 
-constexpr int kWarmup = 3;
-constexpr int kIterations = 20;
 constexpr int64_t B = 4, H = 16, S = 4096, D = 128, kDoc = 1024;
-
-#define CHECK_CUDA(expr)                                                \
-  do {                                                                  \
-    const cudaError_t err = (expr);                                     \
-    if (err != cudaSuccess) {                                           \
-      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(err)); \
-      return false;                                                     \
-    }                                                                   \
-  } while (0)
 
 template <typename T>
 bool upload(const std::vector<T>& host, void** out) {
-  CHECK_CUDA(cudaMalloc(out, host.size() * sizeof(T)));
-  CHECK_CUDA(cudaMemcpy(*out, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return true;
-}
-
-template <typename Fn>
-bool median_ms(Fn&& launch, float* ms) {
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int i = 0; i < kWarmup + kIterations; ++i) {
-    CHECK_CUDA(cudaEventRecord(start));
-    if (!launch()) return false;
-    CHECK_CUDA(cudaEventRecord(stop));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float t = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
-    if (i >= kWarmup) times.push_back(t);
-  }
-  std::sort(times.begin(), times.end());
-  *ms = times[times.size() / 2];
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
+  FLASHCORE_TIMING_CHECK_CUDA(cudaMalloc(out, host.size() * sizeof(T)));
+  FLASHCORE_TIMING_CHECK_CUDA(
+      cudaMemcpy(*out, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   return true;
 }
 
@@ -105,14 +74,15 @@ bool time_case(const char* name, AttentionParams f, const Buffers& m, float dens
     return false;
   }
   void* workspace;
-  CHECK_CUDA(cudaMalloc(&workspace, bytes));
+  FLASHCORE_TIMING_CHECK_CUDA(cudaMalloc(&workspace, bytes));
   flashcore::RunInfo info;
   float fwd = 0, bwd = 0;
   const bool ok =
-      median_ms([&] { return flashcore::run(f, &info).ok(); }, &fwd) &&
-      median_ms([&] { return flashcore::run_backward(b, workspace, bytes, nullptr).ok(); }, &bwd);
-  CHECK_CUDA(cudaDeviceSynchronize());
-  CHECK_CUDA(cudaFree(workspace));
+      flashcore::timing::median_ms([&] { return flashcore::run(f, &info).ok(); }, &fwd) &&
+      flashcore::timing::median_ms(
+          [&] { return flashcore::run_backward(b, workspace, bytes, nullptr).ok(); }, &bwd);
+  FLASHCORE_TIMING_CHECK_CUDA(cudaDeviceSynchronize());
+  FLASHCORE_TIMING_CHECK_CUDA(cudaFree(workspace));
   if (!ok) {
     std::fprintf(stderr, "%s: a launch failed\n", name);
     return false;
@@ -138,8 +108,8 @@ bool run_all() {
     if (!upload(bits, p)) return false;
     std::shuffle(bits.begin(), bits.begin() + 4096, rng);
   }
-  for (void** p : {&m.o, &m.dq, &m.dk, &m.dv}) CHECK_CUDA(cudaMalloc(p, n * 2));
-  CHECK_CUDA(cudaMalloc(&m.lse, static_cast<size_t>(B * H * S) * 4));
+  for (void** p : {&m.o, &m.dq, &m.dk, &m.dv}) FLASHCORE_TIMING_CHECK_CUDA(cudaMalloc(p, n * 2));
+  FLASHCORE_TIMING_CHECK_CUDA(cudaMalloc(&m.lse, static_cast<size_t>(B * H * S) * 4));
 
   AttentionParams base;
   base.batch = B;
