@@ -10,7 +10,6 @@
 #include "reference/cpu_backward_reference.hpp"
 
 namespace flashcore::testing {
-namespace {
 
 double rel_l2(const std::vector<double>& out, const std::vector<double>& ref, int64_t* nan_count) {
   double diff2 = 0, ref2 = 0;
@@ -24,8 +23,6 @@ double rel_l2(const std::vector<double>& out, const std::vector<double>& ref, in
   }
   return ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
 }
-
-}  // namespace
 
 std::string BackwardCase::name() const {
   return shape.name() + (deterministic ? "_deterministic" : "") +

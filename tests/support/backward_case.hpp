@@ -61,4 +61,8 @@ struct GradientErrors {
 };
 GradientErrors compare_gradients(const BackwardCase& c, const Gradients& out, const Gradients& ref);
 
+// ||out - ref|| / ||ref|| over the finite elements of out (||out - ref|| when ref is all zero);
+// every NaN or inf in out is counted in *nan_count.
+double rel_l2(const std::vector<double>& out, const std::vector<double>& ref, int64_t* nan_count);
+
 }  // namespace flashcore::testing

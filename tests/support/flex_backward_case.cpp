@@ -8,22 +8,10 @@
 #include <vector>
 
 #include "reference/cpu_flex_backward_reference.hpp"
+#include "tests/support/backward_case.hpp"
 
 namespace flashcore::testing {
 namespace {
-
-double rel_l2(const std::vector<double>& out, const std::vector<double>& ref, int64_t* nan_count) {
-  double diff2 = 0, ref2 = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!std::isfinite(out[i])) {
-      ++*nan_count;
-      continue;
-    }
-    diff2 += (out[i] - ref[i]) * (out[i] - ref[i]);
-    ref2 += ref[i] * ref[i];
-  }
-  return ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
-}
 
 // Rows (of head_dim elements) that must be exactly zero: dQ rows of rows that see no key
 // (sees[row] == 0), or, without sees, rows whose reference is zero: dK and dV rows of keys no row
