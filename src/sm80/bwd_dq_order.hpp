@@ -37,6 +37,28 @@ __device__ __forceinline__ int first_key_block_seeing(const BwdParams& p, int m_
   return lo;
 }
 
+// The highest key block that sees the query block whose rows start at m_row0 (kBlockM rows), given
+// that key block `lower` sees it: the seeing blocks are contiguous and rows_seeing_keys(...).begin
+// is nondecreasing in the key block, so a binary search over [lower, num_n_blocks - 1]. (The sm90
+// backward's deterministic mode adds in decreasing key-block order, bwd_kernel.cuh.)
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ int last_key_block_seeing(const BwdParams& p, int m_row0, int lower) {
+  int lo = lower, hi = p.num_n_blocks - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    const int key_begin = mid * kBlockN;
+    const int key_end = min(key_begin + kBlockN, p.seqlen_k);
+    const RowRange<int> rows = rows_seeing_keys(p.mask, key_begin, key_end);
+    // Past `lower`, rows.end only grows, so seeing the block comes down to its first row.
+    if (rows.begin < rows.end && rows.begin < m_row0 + kBlockM) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
 // Thread 0 spins until the semaphore reaches turn; the barrier after it releases the CTA. The
 // acquire load orders this CTA's dQ adds after the adds of the key blocks before it.
 __device__ __forceinline__ void wait_for_turn(const int* semaphore, int turn) {

@@ -20,6 +20,7 @@
 
 #include "common/launch.hpp"
 #include "common/pruning.hpp"
+#include "sm80/bwd_dq_order.hpp"
 #include "sm80/bwd_kernel_traits.hpp"
 #include "sm80/bwd_preprocess.cuh"
 #include "sm90/bwd_convert.cuh"
@@ -115,12 +116,37 @@ struct BwdLoad {
   }
 };
 
+// Deterministic mode's order: the key blocks add their dQ tile to a query block in decreasing
+// order (BwdWalk says why), counted by a semaphore per (batch, query head, query block) as in the
+// sm80 backward (sm80/bwd_dq_order.hpp, which adds in increasing order). Called by one lane of the
+// dQ writer warp, which alone touches the semaphore, so no barrier is needed around the turn.
+__device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int turn) {
+  int count;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(count) : "l"(semaphore) : "memory");
+  } while (count != turn);
+  // The bulk reduction that follows runs in the async proxy: order it after the acquire, that is
+  // after the earlier key blocks' reductions.
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
+// After this lane's bulk reduction has completed (its writes, not only its reads of the staging
+// buffer), publish it and pass the turn to the next key block.
+__device__ __forceinline__ void pass_dq_turn(int* semaphore) {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+  __threadfence();
+  atomicAdd(semaphore, 1);
+}
+
 // The dQ writer warp: per step, waits for the consumers' staged dQ tile, adds it to the
 // workspace's accumulators with one bulk reduction (the tile is one contiguous block of them, in
 // DqTileOrder; rows past seqlen_q included: the workspace pads to whole query blocks, and the
 // convert kernel never reads them), and hands the staging buffer back once the reduction has read
 // it. One reduction of 32 KB instead of one per query row: the per-row reductions (128 a step at
-// hd64) were a limit of their own (docs/perf.md, sm90 v4).
+// hd64) were a limit of their own (docs/perf.md, sm90 v4). In deterministic mode (the workspace
+// has semaphores) each reduction waits for its turn and passes it on when complete; the
+// consumers wait only for the staging buffer, so the next step's GEMMs run meanwhile.
 template <typename Traits>
 __device__ void write_dq(const sm80::BwdParams& p, typename Traits::SharedStorage& smem,
                          const BwdWalk& walk) {
@@ -128,18 +154,24 @@ __device__ void write_dq(const sm80::BwdParams& p, typename Traits::SharedStorag
   constexpr uint32_t kThreads = Traits::kConsumerThreads + cutlass::NumThreadsPerWarp;
   constexpr int kTileBytes = Traits::kBlockM * Traits::kHeadDim * static_cast<int>(sizeof(float));
   const bool issuer = cute::elect_one_sync();
+  const bool deterministic = p.dq_semaphore != nullptr;
   // The staging buffer starts empty; each later release matches one consumer wait, so every
   // arrival on the barrier is consumed before the CTA exits.
   cutlass::arch::NamedBarrier::arrive(kThreads, barrier_id(BwdBarrierId::kDqEmpty));
   for (int step = 0; step < walk.steps; ++step) {
     cutlass::arch::NamedBarrier::sync(kThreads, barrier_id(BwdBarrierId::kDqFull));
+    const int m_block = walk.m_block(step);
+    const int64_t head_row = static_cast<int64_t>(walk.batch) * p.heads_q + walk.head(step);
+    int* const semaphore =
+        deterministic ? p.dq_semaphore + head_row * p.num_m_blocks + m_block : nullptr;
     if (issuer) {
-      const int row0 = walk.m_block(step) * Traits::kBlockM;
-      float* accum =
-          p.dq_accum +
-          ((static_cast<int64_t>(walk.batch) * p.heads_q + walk.head(step)) * p.seqlen_q_rounded +
-           row0) *
-              Traits::kHeadDim;
+      const int row0 = m_block * Traits::kBlockM;
+      if (deterministic) {
+        const int last =
+            sm80::last_key_block_seeing<Traits::kBlockM, Traits::kBlockN>(p, row0, walk.n_block);
+        wait_for_dq_turn(semaphore, last - walk.n_block);
+      }
+      float* accum = p.dq_accum + (head_row * p.seqlen_q_rounded + row0) * Traits::kHeadDim;
       bulk_reduce_add_f32(accum, smem.dq, kTileBytes);
       cute::tma_store_arrive();   // commit the bulk group
       cute::tma_store_wait<0>();  // ... and wait until its reads of the staging buffer are done
@@ -148,6 +180,7 @@ __device__ void write_dq(const sm80::BwdParams& p, typename Traits::SharedStorag
     if (step + 1 < walk.steps) {
       cutlass::arch::NamedBarrier::arrive(kThreads, barrier_id(BwdBarrierId::kDqEmpty));
     }
+    if (deterministic && issuer) pass_dq_turn(semaphore);
   }
   // The reductions themselves (not only their reads) complete before the warp exits.
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");

@@ -28,6 +28,12 @@ struct BwdKernelParams {
 // The query blocks a CTA (one key block of one kv head) walks: for each query head of the kv
 // head's group, the blocks that see any of its keys (common/key_block_rows.hpp). Every role of
 // the CTA derives the same sequence from it.
+//
+// Key blocks are numbered in dispatch order (blockIdx.x), except in deterministic mode (the
+// workspace has semaphores), where the last key block is dispatched first: there the key blocks
+// add their dQ to a query block in decreasing order (write_dq), the order in which the walks
+// reach it (a higher key block starts its walk at a later query block, so it is ahead), and a CTA
+// then waits only on CTAs dispatched before it.
 struct BwdWalk {
   int n_block, kv_head, batch;
   int kv_group;
@@ -36,7 +42,8 @@ struct BwdWalk {
 
   template <int kBlockM, int kBlockN>
   __device__ static BwdWalk of(const sm80::BwdParams& p) {
-    BwdWalk w{static_cast<int>(blockIdx.x),
+    const bool deterministic = p.dq_semaphore != nullptr;
+    BwdWalk w{static_cast<int>(deterministic ? gridDim.x - 1 - blockIdx.x : blockIdx.x),
               static_cast<int>(blockIdx.y),
               static_cast<int>(blockIdx.z),
               p.kv_group,

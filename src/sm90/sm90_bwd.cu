@@ -40,7 +40,6 @@ const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDevi
   if (problem.is_flex()) {
     return "does not implement varlen batches or flex options yet (the sm80 backward does)";
   }
-  if (a.deterministic) return "has no deterministic mode yet (the sm80 backward has)";
   if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {
     return "supports seqlen_q and seqlen_k up to 2^29";
   }
@@ -73,9 +72,14 @@ Status launch_sm90_backward(const BackwardProblem& problem, void* workspace, cud
   const int block_m = sm90::bwd_block_m(head_dim);
   const WorkspaceLayout w = workspace_layout(problem, block_m);
   const sm80::BwdParams p = backward_kernel_view(problem, workspace, block_m, sm90::kBwdBlockN);
-  // The dQ accumulators start at zero; LSE and D are written in full by the preprocess.
-  if (cudaError_t err = cudaMemsetAsync(workspace, 0, w.lse_log2 - w.dq_accum, stream);
-      err != cudaSuccess) {
+  // The dQ accumulators (and deterministic mode's semaphores) start at zero; LSE and D are
+  // written in full by the preprocess.
+  char* base = static_cast<char*>(workspace);
+  cudaError_t zeroed = cudaMemsetAsync(base + w.dq_accum, 0, w.lse_log2 - w.dq_accum, stream);
+  if (zeroed == cudaSuccess && problem.params.deterministic) {
+    zeroed = cudaMemsetAsync(base + w.semaphore, 0, w.total - w.semaphore, stream);
+  }
+  if (cudaError_t err = zeroed; err != cudaSuccess) {
     cudaGetLastError();
     return {StatusCode::kCudaError,
             std::string("sm90 backward: zeroing the workspace failed: ") + cudaGetErrorString(err)};

@@ -215,8 +215,8 @@ TEST(BackwardValidation, Sm90BackwardSaysWhatItLeavesToSm80) {
   p.softcap = 5.f;  // implemented: dS through the cap's derivative
   EXPECT_EQ(rejects(p, h100), "");
   p = plain;
-  p.deterministic = true;
-  EXPECT_NE(rejects(p, h100).find("deterministic"), std::string::npos) << rejects(p, h100);
+  p.deterministic = true;  // implemented: the dQ writer's semaphores
+  EXPECT_EQ(rejects(p, h100), "");
   p = plain;
   p.head_dim = 256;
   EXPECT_NE(rejects(p, h100).find("head_dim 64 and 128"), std::string::npos) << rejects(p, h100);
@@ -236,7 +236,10 @@ TEST(BackwardValidation, WorkspaceGrowsLinearlyInSeqlenQ) {
   EXPECT_EQ(two, 2 * one);
   p.deterministic = true;  // plus one semaphore per 64-row query block
   EXPECT_GT(detail::sm80_backward_workspace_bytes(detail::make_backward_problem(p)), two);
-  // The sm90 backward's rows are padded to its query block (64 at hd128): the same bytes here.
+  // The sm90 backward's rows are padded to its query block (64 at hd128): the same bytes here,
+  // semaphores included.
+  EXPECT_EQ(detail::sm90_backward_workspace_bytes(detail::make_backward_problem(p)),
+            detail::sm80_backward_workspace_bytes(detail::make_backward_problem(p)));
   p.deterministic = false;
   EXPECT_EQ(detail::sm90_backward_workspace_bytes(detail::make_backward_problem(p)), two);
 }

@@ -2,9 +2,8 @@
 // sm90 backward, 64 and 128) against the float64
 // reference: dQ, dK and dV within the forward's parity tolerance (rel L2 5e-3 fp16, 1e-2 bf16),
 // every element written (poisoned before, padding untouched after), NaN never passing, fully
-// masked rows and unseen keys exactly zero, and deterministic mode bitwise identical run to run.
-// What the sm90 backward does not implement (deterministic mode) it must refuse with its
-// reason, and kAuto must then run the sm80 one.
+// masked rows and unseen keys exactly zero, and deterministic mode bitwise identical run to run
+// on both backwards. Where the sm90 backward implements a problem, kAuto must pick it.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -41,9 +40,6 @@ bool on_sm90() {
   return major == 9 && minor == 0;
 }
 
-// The features the sm90 backward leaves to the sm80 one.
-bool sm90_refuses(const BackwardCase& c) { return c.deterministic; }
-
 // The gradients the backward wrote (on poisoned buffers) against the float64 reference.
 void expect_matches_reference(const BackwardCase& c, BackwardData& data) {
   data.compute_reference();
@@ -74,15 +70,6 @@ void check_backward(const BackwardCase& c) {
   ASSERT_TRUE(data.forward_status().ok()) << "forward: " << data.forward_status().message;
   if (c.backend == Backend::kSm90) {
     if (!on_sm90()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU";
-    if (sm90_refuses(c)) {
-      const Status refused = can_implement_backward(data.params());
-      EXPECT_EQ(refused.code, StatusCode::kUnsupported) << refused.message;
-      EXPECT_NE(refused.message.find("deterministic"), std::string::npos) << refused.message;
-      BackwardParams automatic = data.params();
-      automatic.backend = Backend::kAuto;
-      EXPECT_EQ(resolve_backward_backend(automatic), Backend::kSm80);
-      return;
-    }
     BackwardParams automatic = data.params();
     automatic.backend = Backend::kAuto;
     EXPECT_EQ(resolve_backward_backend(automatic), Backend::kSm90)
@@ -223,46 +210,69 @@ INSTANTIATE_TEST_SUITE_P(Cases, BackwardA100TileTest, ::testing::ValuesIn(a100_t
                            return info.param.name();
                          });
 
-// Two runs of deterministic mode give the same bits; many key blocks add to each query block. One
-// test per head dim (named d<D>), both dtypes.
-class BackwardDeterministic : public ::testing::TestWithParam<int64_t> {};
+// Three runs of deterministic mode give the same bits, on each backward (sm80: head dims 64, 128
+// and 256; sm90: 64 and 128), causal and not; 16 key blocks add to each query block (GQA 4:1).
+struct DeterministicCase {
+  Backend backend;
+  int64_t head_dim;
+};
+
+class BackwardDeterministic : public ::testing::TestWithParam<DeterministicCase> {};
 
 TEST_P(BackwardDeterministic, BitwiseIdenticalAcrossRuns) {
   FLASHCORE_REQUIRE_GPU();
+  const DeterministicCase& param = GetParam();
+  if (param.backend == Backend::kSm90 && !on_sm90()) {
+    GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU";
+  }
   int checked = 0;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
-    if (const char* pruned = detail::pruned_reason(dtype, static_cast<int>(GetParam()));
+    if (const char* pruned = detail::pruned_reason(dtype, static_cast<int>(param.head_dim));
         pruned[0] != '\0') {
       std::printf("[  NOTE    ] not checked: this build %s\n", pruned);
       continue;
     }
-    ++checked;
-    BackwardCase c = make_case(dtype, GetParam(), 2000, 2000, 8, 2);
-    c.deterministic = true;
-    SCOPED_TRACE(c.name());
-    BackwardData data(c);
-    ASSERT_TRUE(data.forward_status().ok()) << data.forward_status().message;
-    std::vector<uint16_t> first;
-    for (int run = 0; run < 3; ++run) {
-      data.poison_gradients();
-      const Status s = run_backward(data.params(), nullptr, 0, nullptr);
-      ASSERT_TRUE(s.ok()) << s.message;
-      CUDA_ASSERT_OK(cudaDeviceSynchronize());
-      const std::vector<uint16_t> bits = data.read_gradient_bits();
-      if (run == 0) {
-        first = bits;
-      } else {
-        EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";
+    for (bool causal : {false, true}) {
+      ++checked;
+      BackwardCase c = make_case(dtype, param.head_dim, 2000, 2000, 8, 2);
+      c.shape.causal = causal;
+      c.deterministic = true;
+      c.backend = param.backend;
+      SCOPED_TRACE(c.name());
+      BackwardData data(c);
+      ASSERT_TRUE(data.forward_status().ok()) << data.forward_status().message;
+      std::vector<uint16_t> first;
+      for (int run = 0; run < 3; ++run) {
+        data.poison_gradients();
+        const Status s = run_backward(data.params(), nullptr, 0, nullptr);
+        ASSERT_TRUE(s.ok()) << s.message;
+        CUDA_ASSERT_OK(cudaDeviceSynchronize());
+        const std::vector<uint16_t> bits = data.read_gradient_bits();
+        if (run == 0) {
+          first = bits;
+        } else {
+          EXPECT_TRUE(bits == first) << "run " << run << " differs from run 0";
+        }
       }
     }
   }
   if (checked == 0) GTEST_SKIP() << "this build has neither dtype's kernel of this head dim";
 }
 
+std::vector<DeterministicCase> deterministic_cases() {
+  std::vector<DeterministicCase> cases;
+  for (Backend backend : {Backend::kSm80, Backend::kSm90}) {
+    for (int64_t d : head_dims_of(backend)) cases.push_back({backend, d});
+  }
+  return cases;
+}
+
 INSTANTIATE_TEST_SUITE_P(HeadDims, BackwardDeterministic,
-                         ::testing::ValuesIn(head_dims_of(Backend::kSm80)),
-                         [](const ::testing::TestParamInfo<int64_t>& info) {
-                           return "d" + std::to_string(info.param);
+                         ::testing::ValuesIn(deterministic_cases()),
+                         [](const ::testing::TestParamInfo<DeterministicCase>& info) {
+                           return std::string(info.param.backend == Backend::kSm90 ? "sm90"
+                                                                                   : "sm80") +
+                                  "_d" + std::to_string(info.param.head_dim);
                          });
 
 // A caller's workspace of the queried size works, and a smaller one is refused before any launch.
