@@ -1,12 +1,16 @@
-// Deterministic mode of the sm80 backward: the key blocks add their dQ to a query block in
-// increasing order, so every dQ element sums its terms in one fixed order, run after run.
+// Deterministic mode of the sm80 and sm90 backwards: the key blocks add their dQ to a query block
+// in a fixed order, so every dQ element sums its terms in one order, run after run.
 //
 // A semaphore per (batch, query head, query block) counts the key blocks that have added theirs.
 // The key blocks that see a query block are contiguous (common/key_block_rows.hpp: the rows each
-// block sees move right with the block), so key block n waits for the count n - first, where
-// first is the lowest key block that sees the query block. CTAs are numbered with the key block
-// fastest (gridDim.x), so a waiting CTA waits only on CTAs dispatched before it, which are running
-// or done: no cycle. The cost is the waiting (docs/backward.md).
+// block sees move right with the block), and they add from the highest down: key block n waits
+// for the count last - n, last being the highest key block that sees the query block. That is
+// the order in which the walks reach a query block: each CTA walks its query blocks upward, and a
+// higher key block starts at a later query block (causal, windows; all start at the first one
+// without a mask), so it is ahead. In increasing order a causal head ran as a wavefront behind
+// key block 0, the longest walk (docs/backward.md, "Deterministic mode (sm90)"). The grid
+// dispatches the last key block first, so a waiting CTA waits only on CTAs dispatched before it,
+// which are running or done: no cycle. The cost is the waiting (docs/backward.md).
 #pragma once
 
 #include <cstdint>
@@ -16,31 +20,9 @@
 
 namespace flashcore::sm80 {
 
-// The lowest key block whose rows_seeing_keys ends past row m_row0 (the first row of a query block
-// that key block `upper` sees): rows_seeing_keys(...).end is nondecreasing in the key block, so a
-// binary search over [0, upper].
-template <int kBlockN>
-__device__ __forceinline__ int first_key_block_seeing(const BwdParams& p, int m_row0, int upper) {
-  int lo = 0, hi = upper;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    const int key_begin = mid * kBlockN;
-    const int key_end = min(key_begin + kBlockN, p.seqlen_k);
-    const RowRange<int> rows = rows_seeing_keys(p.mask, key_begin, key_end);
-    // Blocks no row sees lie before or after the seen ones (the seen keys are contiguous): false.
-    if (rows.begin < rows.end && rows.end > m_row0) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  return lo;
-}
-
 // The highest key block that sees the query block whose rows start at m_row0 (kBlockM rows), given
-// that key block `lower` sees it: the seeing blocks are contiguous and rows_seeing_keys(...).begin
-// is nondecreasing in the key block, so a binary search over [lower, num_n_blocks - 1]. (The sm90
-// backward's deterministic mode adds in decreasing key-block order, bwd_kernel.cuh.)
+// that key block `lower` sees it: rows_seeing_keys(...).begin is nondecreasing in the key block,
+// so a binary search over [lower, num_n_blocks - 1].
 template <int kBlockM, int kBlockN>
 __device__ __forceinline__ int last_key_block_seeing(const BwdParams& p, int m_row0, int lower) {
   int lo = lower, hi = p.num_n_blocks - 1;

@@ -105,7 +105,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   char* const ds_tile = smem + Traits::kDsOffset;
 
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
-  const int n_block = blockIdx.x, kv_head = blockIdx.y, batch = blockIdx.z;
+  // Deterministic mode dispatches the last key block first (sm80/bwd_dq_order.hpp says why).
+  const int n_block = kDeterministic ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int kv_head = blockIdx.y, batch = blockIdx.z;
   const int key0 = n_block * Traits::kBlockN;
   // The warp's tile in each phase (bwd_kernel_traits.hpp): keys x query rows of S^T and dP^T,
   // keys x dims of dK and dV, query rows x dims of dQ.
@@ -234,7 +236,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
                   (static_cast<int64_t>(batch) * p.heads_q + at.head) * p.num_m_blocks + at.m_block
             : nullptr;
     if constexpr (kDeterministic) {
-      wait_for_turn(semaphore, n_block - first_key_block_seeing<Traits::kBlockN>(p, row0, n_block));
+      wait_for_turn(
+          semaphore,
+          last_key_block_seeing<Traits::kBlockM, Traits::kBlockN>(p, row0, n_block) - n_block);
     }
     float* const dq_rows =
         p.dq_accum + ((static_cast<int64_t>(batch) * p.heads_q + at.head) * p.seqlen_q_rounded +
@@ -257,7 +261,8 @@ cudaError_t launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
     return err;
   }
   detail::LaunchShape shape;
-  // Key blocks fastest: deterministic mode's waits point only at CTAs dispatched earlier.
+  // Key blocks fastest (in deterministic mode from the last): its waits point only at CTAs
+  // dispatched earlier.
   shape.grid = dim3(static_cast<unsigned>(p.num_n_blocks), static_cast<unsigned>(p.heads_kv),
                     static_cast<unsigned>(p.batch));
   shape.threads = Traits::kThreads;

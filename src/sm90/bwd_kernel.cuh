@@ -116,10 +116,10 @@ struct BwdLoad {
   }
 };
 
-// Deterministic mode's order: the key blocks add their dQ tile to a query block in decreasing
-// order (BwdWalk says why), counted by a semaphore per (batch, query head, query block) as in the
-// sm80 backward (sm80/bwd_dq_order.hpp, which adds in increasing order). Called by one lane of the
-// dQ writer warp, which alone touches the semaphore, so no barrier is needed around the turn.
+// Deterministic mode's order (sm80/bwd_dq_order.hpp): the key blocks add their dQ tile to a query
+// block in decreasing order, counted by a semaphore per (batch, query head, query block). Called
+// by one lane of the dQ writer warp, which alone touches the semaphore, so no barrier is needed
+// around the turn.
 __device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int turn) {
   int count;
   do {

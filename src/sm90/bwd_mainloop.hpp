@@ -30,10 +30,8 @@ struct BwdKernelParams {
 // the CTA derives the same sequence from it.
 //
 // Key blocks are numbered in dispatch order (blockIdx.x), except in deterministic mode (the
-// workspace has semaphores), where the last key block is dispatched first: there the key blocks
-// add their dQ to a query block in decreasing order (write_dq), the order in which the walks
-// reach it (a higher key block starts its walk at a later query block, so it is ahead), and a CTA
-// then waits only on CTAs dispatched before it.
+// workspace has semaphores), where the last key block is dispatched first, as the order of its dQ
+// adds needs (sm80/bwd_dq_order.hpp).
 struct BwdWalk {
   int n_block, kv_head, batch;
   int kv_group;

@@ -28,6 +28,7 @@ struct Shape {
   flashcore::DType dtype;
   bool deterministic;
   float softcap = 0.f;
+  flashcore::Backend backend = flashcore::Backend::kAuto;
 };
 
 // A device buffer of n 16-bit elements: a block of kRandomBlock values drawn from N(0, 1),
@@ -98,6 +99,7 @@ bool time_shape(const Shape& s) {
   b.causal = s.causal;
   b.softcap = s.softcap;
   b.deterministic = s.deterministic;
+  b.backend = s.backend;
   const size_t workspace_bytes = flashcore::backward_workspace_bytes(b);
   if (workspace_bytes == 0) {
     std::fprintf(stderr, "backward: %s\n", flashcore::can_implement_backward(b).message.c_str());
@@ -157,6 +159,9 @@ int main(int argc, char** argv) {
       {4, 16, 16, 4096, 128, false, DType::kBFloat16, true},
       {4, 16, 16, 4096, 128, true, DType::kBFloat16, true},
       {4, 32, 32, 4096, 64, true, DType::kBFloat16, true},
+      // ... and on the sm80 backward (what an A100 runs).
+      {4, 16, 16, 4096, 128, false, DType::kBFloat16, true, 0.f, flashcore::Backend::kSm80},
+      {4, 16, 16, 4096, 128, true, DType::kBFloat16, true, 0.f, flashcore::Backend::kSm80},
       // Softcap (Gemma-style cap 30): the tanh and its derivative per score.
       {4, 16, 16, 4096, 128, false, DType::kBFloat16, false, 30.f},
       {4, 32, 32, 4096, 64, true, DType::kBFloat16, false, 30.f},
