@@ -63,6 +63,11 @@ struct KvTileWalk {
   // Dense walk: tiles [dense_begin, dense_end).
   int dense_begin = 0;
   int dense_end = 0;
+  // Each list (and the dense range) from its last tile: the sm90 producer's order, the dense
+  // kernel's (a causal row's diagonal tile, then the keys before it, nearest first). With the
+  // first tile first, the CTAs that run the query blocks of one head read the same K/V tile at
+  // the same time; last first they read different ones (docs/perf.md, sm90 flex per-step cost).
+  bool last_first = false;
 
   FLASHCORE_HOST_DEVICE int steps(const Lists& l) const { return l.num_partial + l.num_full; }
   FLASHCORE_HOST_DEVICE int count() const {
@@ -72,13 +77,14 @@ struct KvTileWalk {
 
   // The kernel tile of step i, 0 <= i < count(), without classifying it (for the loads).
   FLASHCORE_HOST_DEVICE int tile_index(int i) const {
-    if (num_lists == 0) return dense_begin + i;
+    if (num_lists == 0) return last_first ? dense_end - 1 - i : dense_begin + i;
     const bool second = i >= steps(lists[0]);
     // A select, not lists[second]: a dynamic index would put the array in local memory.
     const Lists l = second ? lists[1] : lists[0];
     const int j = second ? i - steps(lists[0]) : i;
     const bool is_partial = j < l.num_partial;
-    const int t = is_partial ? j : j - l.num_partial;
+    int t = is_partial ? j : j - l.num_partial;
+    if (last_first) t = (is_partial ? l.num_partial : l.num_full) - 1 - t;
     return (is_partial ? l.partial : l.full)[t / tiles_per_block] * tiles_per_block +
            t % tiles_per_block;
   }

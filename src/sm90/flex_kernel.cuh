@@ -157,11 +157,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                                   row0,
                                   seq.seqlen_q,
                                   seq.seqlen_k,
-                                  identity_score_mod(fp.flex.score_mod) && fp.flex.scale > 0.f,
                                   Steps::bind_terms(score_mod, h)};
     }
     cutlass::arch::NamedBarrier::sync(kWarpgroupThreads, wg_barrier);
-    Steps steps{smem.steps, tile_state, mma.warpgroup, fp.flex.scale};
+    const bool fold_scale = identity_score_mod(fp.flex.score_mod) && fp.flex.scale > 0.f;
+    Steps steps{smem.steps,    tile_state, mma.warpgroup,
+                fp.flex.scale, fold_scale, fold_scale ? fp.flex.scale * kLog2e : 1.f};
     pipeline_q.consumer_wait(read_q);
     OnlineSoftmax<1> softmax;
     mma.run_steps(steps, num_steps, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, softmax,

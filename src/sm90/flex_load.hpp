@@ -28,26 +28,40 @@ namespace flashcore::sm90 {
 
 // What the consumers do with the key tile of one step, packed in one int that rides with the K
 // stage: the tile index, whose rows it is for (a BlockMask with 64-row query blocks lists each
-// warpgroup's keys separately), and its masking.
+// warpgroup's keys separately), its masking, and whether every element of it is visible to both
+// warpgroups (a full tile inside both sequences): then the consumers' FlexSteps::begin reads
+// nothing else (no tile state, no mask, no bounds), the common case of a step.
 struct FlexStep {
   enum Masking : int { kSkip = 0, kPartial = 1, kFull = 2, kClassify = 3 };  // kClassify: dense
   enum Rows : int { kBoth = 0, kWarpgroup0 = 1, kWarpgroup1 = 2 };
 
-  __host__ __device__ static constexpr int pack(int tile, int rows, int masking) {
-    return tile << 4 | rows << 2 | masking;
+  __host__ __device__ static constexpr int pack(int tile, int rows, int masking, bool all_visible) {
+    return tile << 5 | static_cast<int>(all_visible) << 4 | rows << 2 | masking;
   }
-  __host__ __device__ static constexpr int tile(int step) { return step >> 4; }
+  __host__ __device__ static constexpr int tile(int step) { return step >> 5; }
+  __host__ __device__ static constexpr bool all_visible(int step) { return (step >> 4) & 1; }
   __host__ __device__ static constexpr int rows(int step) { return (step >> 2) & 3; }
   __host__ __device__ static constexpr int masking(int step) { return step & 3; }
 };
 
-// The record of walk step i. A BlockMask step is partial or full as listed (skipped past the
-// keys); a dense step is classified by each warpgroup for its own rows (FlexSteps).
-template <int kTileKeys>
+// The record of walk step i of the tile whose rows start at row_begin (mask bound to the
+// sequence). A BlockMask step is partial or full as listed (skipped past the keys). A dense step
+// is classified here for the whole tile; where that is not full (or empty), each warpgroup
+// classifies it again for its own 64 rows (FlexSteps::begin).
+template <int kTileRows, int kTileKeys, typename Mask>
 __device__ __forceinline__ int flex_step(const detail::KvTileWalk<kTileKeys>& walk, int i,
-                                         int seqlen_k) {
-  if (walk.num_lists == 0)
-    return FlexStep::pack(walk.tile_index(i), FlexStep::kBoth, FlexStep::kClassify);
+                                         const Mask& mask, int b, int h, int row_begin,
+                                         int seqlen_q, int seqlen_k) {
+  const bool rows_inside = row_begin + kTileRows <= seqlen_q;
+  if (walk.num_lists == 0) {
+    const detail::KvTile t =
+        walk.at(i, mask, b, h, row_begin, min(row_begin + kTileRows, seqlen_q), seqlen_k);
+    const bool all = t.masking == detail::TileMasking::kFull && rows_inside &&
+                     (t.index + 1) * kTileKeys <= seqlen_k;
+    const int masking =
+        t.masking == detail::TileMasking::kSkip ? FlexStep::kSkip : FlexStep::kClassify;
+    return FlexStep::pack(t.index, FlexStep::kBoth, masking, all);
+  }
   const detail::KvTile t = walk.at(i, flex::NoMask{}, 0, 0, 0, 0, seqlen_k);
   const int rows = t.rows_begin >= kRowsPerWarpgroup ? FlexStep::kWarpgroup1
                    : t.rows_end <= kRowsPerWarpgroup ? FlexStep::kWarpgroup0
@@ -55,7 +69,9 @@ __device__ __forceinline__ int flex_step(const detail::KvTileWalk<kTileKeys>& wa
   const int masking = t.masking == detail::TileMasking::kSkip      ? FlexStep::kSkip
                       : t.masking == detail::TileMasking::kPartial ? FlexStep::kPartial
                                                                    : FlexStep::kFull;
-  return FlexStep::pack(t.index, rows, masking);
+  const bool all = masking == FlexStep::kFull && rows == FlexStep::kBoth && rows_inside &&
+                   (t.index + 1) * kTileKeys <= seqlen_k;
+  return FlexStep::pack(t.index, rows, masking, all);
 }
 
 // The walk of a tile (the producer's; the consumers learn its number of steps through the tile
@@ -66,9 +82,11 @@ __device__ __forceinline__ detail::KvTileWalk<Traits::kBlockN> flex_walk(
     const detail::FlexSequence& seq) {
   const int row_begin = tile.m_block * Traits::kBlockM;
   const int row_end = min(row_begin + Traits::kBlockM, seq.seqlen_q);
-  return detail::kv_tile_walk<Traits::kBlockN>(
+  detail::KvTileWalk<Traits::kBlockN> walk = detail::kv_tile_walk<Traits::kBlockN>(
       fp.flex.block_mask, flex::bind_seqlens(fp.flex.mask, seq.seqlen_q, seq.seqlen_k), tile.batch,
       tile.head, row_begin, row_end, seq.seqlen_k);
+  walk.last_first = true;
+  return walk;
 }
 
 // The tile ring's payload for a varlen tile past its sequence (else the tile's number of steps).
@@ -159,7 +177,13 @@ struct FlexLoad {
       auto record_of = [&](int i) {
         if (i % 32 == 0) {
           const int mine = i + static_cast<int>(threadIdx.x % 32);
-          records = mine < num_steps ? flex_step(walk, mine, seq.seqlen_k) : 0;
+          records =
+              mine < num_steps
+                  ? flex_step<Traits::kBlockM>(
+                        walk, mine, flex::bind_seqlens(fp.flex.mask, seq.seqlen_q, seq.seqlen_k),
+                        tile.batch, tile.head, tile.m_block * Traits::kBlockM, seq.seqlen_q,
+                        seq.seqlen_k)
+                  : 0;
         }
         return __shfl_sync(0xffffffffu, records, i % 32);
       };

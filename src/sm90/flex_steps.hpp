@@ -49,7 +49,6 @@ struct FlexSteps {
     int b, h;
     int row0;  // the tile's first row, in the sequence's indices
     int seqlen_q, seqlen_k;
-    bool fold_scale;  // no score_mod and scale > 0: raw scores, exp_factor() = scale * log2(e)
     detail::BuiltinScoreTerms terms;  // the built-in score_mod bound to (sequence, h); else unused
   };
   static constexpr bool kBuiltinScoreMod = std::is_same_v<ScoreMod, flex::BuiltinScoreMod>;
@@ -66,6 +65,11 @@ struct FlexSteps {
   const TileState& tile;
   int warpgroup;
   const float& scale;  // in parameter space
+  // No score_mod and scale > 0: raw scores, exp_factor() = scale * log2(e). Kept in registers (the
+  // kernel's parameters give them), not in the tile state: score() and exp_factor() run right after
+  // an S GEMM retires, where a shared-memory load sat on every step's critical path.
+  bool fold_scale;
+  float factor;  // exp_factor()
 
   // This thread's index among the consumers, read anew (Epilogue::thread_index_here says why).
   __device__ static int consumer_thread() { return Epilogue<Traits>::thread_index_here(); }
@@ -79,6 +83,11 @@ struct FlexSteps {
     const int record = records[stage];
     Step step;
     step.key0 = FlexStep::tile(record) * Traits::kBlockN;
+    if (FlexStep::all_visible(record)) {
+#pragma unroll
+      for (int half = 0; half < kHalves; ++half) step.bits[half][0] = ~0u;
+      return step;
+    }
     const int rows = FlexStep::rows(record);
     int masking = FlexStep::masking(record);
     if (rows != FlexStep::kBoth && rows != warpgroup + 1) masking = FlexStep::kSkip;
@@ -126,7 +135,7 @@ struct FlexSteps {
   template <typename ScoreTensor>
   __device__ __forceinline__ void score(const Step& step, ScoreTensor& s) const {
     constexpr int kPerHalf = kHalfTiles * 4;
-    if (tile.fold_scale) {
+    if (fold_scale) {
 #pragma unroll
       for (int half = 0; half < kHalves; ++half) {
         const uint32_t bits = step.bits[half][0];
@@ -170,7 +179,7 @@ struct FlexSteps {
       }
     }
   }
-  __device__ float exp_factor() const { return tile.fold_scale ? scale * kLog2e : 1.f; }
+  __device__ float exp_factor() const { return factor; }
 };
 
 }  // namespace flashcore::sm90
