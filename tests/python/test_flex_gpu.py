@@ -130,6 +130,19 @@ def test_torch_block_mask_is_used_as_it_is():
     assert err <= TOLERANCE[torch.bfloat16], f"vs torch flex_attention: {err:.2e}"
 
 
+def check_each_causal_sequence(out, lse, packed, lengths, dtype, label):
+    """A causal varlen result (packed [total, H, D], LSE [H, total]) against the reference of
+    each non-empty sequence alone."""
+    start = 0
+    for n in lengths:
+        if n:
+            seq = [x[start:start + n].transpose(0, 1)[None] for x in packed]
+            ref_out, ref_lse = reference(*seq, mods.causal())
+            check(out[start:start + n].transpose(0, 1)[None], lse[:, start:start + n][None],
+                  ref_out, ref_lse, dtype, f"{label} of {n}")
+        start += n
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_varlen_matches_each_sequence_alone(dtype):
     lengths = [0, 1, 7, 300, 64]
@@ -143,14 +156,7 @@ def test_varlen_matches_each_sequence_alone(dtype):
     out, lse = flashcore.attention_varlen(q, k, v, cu, cu, max(lengths), max(lengths),
                                           causal=True, return_lse=True)
     assert flashcore.last_provider() == varlen_provider()
-    start = 0
-    for n in lengths:
-        if n:
-            seq = [x[start:start + n].transpose(0, 1)[None] for x in (q, k, v)]
-            ref_out, ref_lse = reference(*seq, mods.causal())
-            check(out[start:start + n].transpose(0, 1)[None], lse[:, start:start + n][None],
-                  ref_out, ref_lse, dtype, f"sequence of {n}")
-        start += n
+    check_each_causal_sequence(out, lse, (q, k, v), lengths, dtype, "sequence")
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
@@ -181,11 +187,5 @@ def test_head_dim_256_runs_flex_and_varlen_on_sm80(dtype):
     out, lse = flashcore.attention_varlen(qp, kp, vp, cu, cu, max(lengths), max(lengths),
                                           causal=True, return_lse=True)
     assert flashcore.last_provider() == "sm80"
-    start = 0
-    for n in lengths:
-        if n:
-            seq = [x[start:start + n].transpose(0, 1)[None] for x in (qp, kp, vp)]
-            ref_out, ref_lse = reference(*seq, mods.causal())
-            check(out[start:start + n].transpose(0, 1)[None], lse[:, start:start + n][None],
-                  ref_out, ref_lse, dtype, f"hd256 varlen sequence of {n}")
-        start += n
+    check_each_causal_sequence(out, lse, (qp, kp, vp), lengths, dtype,
+                               "hd256 varlen sequence")
