@@ -20,47 +20,60 @@
 
 namespace flashcore::sm80 {
 
-// The highest key block that sees the query block whose rows start at m_row0 (kBlockM rows), given
-// that key block `lower` sees it: rows_seeing_keys(...).begin is nondecreasing in the key block,
-// so a binary search over [lower, num_n_blocks - 1].
+// The key block a CTA runs: blockIdx.x, in deterministic mode counted from the last (the
+// dispatch order above). Both backwards number their CTAs through it.
+__device__ __forceinline__ int key_block_of_cta(bool deterministic) {
+  return static_cast<int>(deterministic ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+}
+
+// The count of adds key block n_block waits for at the query block whose rows start at m_row0
+// (kBlockM rows), which it sees: last - n_block, last the highest key block that sees the query
+// block. rows_seeing_keys(...).begin is nondecreasing in the key block, so a binary search over
+// [n_block, num_n_blocks - 1].
 template <int kBlockM, int kBlockN>
-__device__ __forceinline__ int last_key_block_seeing(const BwdParams& p, int m_row0, int lower) {
-  int lo = lower, hi = p.num_n_blocks - 1;
+__device__ __forceinline__ int dq_turn(const BwdParams& p, int m_row0, int n_block) {
+  int lo = n_block, hi = p.num_n_blocks - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
     const int key_begin = mid * kBlockN;
     const int key_end = min(key_begin + kBlockN, p.seqlen_k);
     const RowRange<int> rows = rows_seeing_keys(p.mask, key_begin, key_end);
-    // Past `lower`, rows.end only grows, so seeing the block comes down to its first row.
+    // Past n_block, rows.end only grows, so seeing the block comes down to its first row.
     if (rows.begin < rows.end && rows.begin < m_row0 + kBlockM) {
       lo = mid;
     } else {
       hi = mid - 1;
     }
   }
-  return lo;
+  return lo - n_block;
 }
 
-// Thread 0 spins until the semaphore reaches turn; the barrier after it releases the CTA. The
-// acquire load orders this CTA's dQ adds after the adds of the key blocks before it.
+// Spins (one thread) until the semaphore reaches turn. The acquire load orders what the thread
+// does next after the adds of the key blocks before it.
+__device__ __forceinline__ void spin_until_turn(const int* semaphore, int turn) {
+  int count;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(count) : "l"(semaphore) : "memory");
+  } while (count != turn);
+}
+
+// Publishes what was ordered before the call (the release fence is cumulative) and passes the
+// turn on (one thread).
+__device__ __forceinline__ void publish_turn(int* semaphore) {
+  __threadfence();
+  atomicAdd(semaphore, 1);
+}
+
+// The sm80 backward's turn, CTA-wide: thread 0 spins; the barrier after it releases the CTA.
 __device__ __forceinline__ void wait_for_turn(const int* semaphore, int turn) {
-  if (threadIdx.x == 0) {
-    int count;
-    do {
-      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(count) : "l"(semaphore) : "memory");
-    } while (count != turn);
-  }
+  if (threadIdx.x == 0) spin_until_turn(semaphore, turn);
   __syncthreads();
 }
 
-// After every thread's adds (the barrier), thread 0 publishes them (the release fence is
-// cumulative over what the barrier ordered before it) and passes the turn on.
+// After every thread's adds (the barrier), thread 0 publishes them and passes the turn on.
 __device__ __forceinline__ void pass_turn(int* semaphore) {
   __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(semaphore, 1);
-  }
+  if (threadIdx.x == 0) publish_turn(semaphore);
 }
 
 }  // namespace flashcore::sm80

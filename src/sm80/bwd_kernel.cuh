@@ -105,8 +105,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   char* const ds_tile = smem + Traits::kDsOffset;
 
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
-  // Deterministic mode dispatches the last key block first (sm80/bwd_dq_order.hpp says why).
-  const int n_block = kDeterministic ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int n_block = key_block_of_cta(kDeterministic);
   const int kv_head = blockIdx.y, batch = blockIdx.z;
   const int key0 = n_block * Traits::kBlockN;
   // The warp's tile in each phase (bwd_kernel_traits.hpp): keys x query rows of S^T and dP^T,
@@ -236,9 +235,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
                   (static_cast<int64_t>(batch) * p.heads_q + at.head) * p.num_m_blocks + at.m_block
             : nullptr;
     if constexpr (kDeterministic) {
-      wait_for_turn(
-          semaphore,
-          last_key_block_seeing<Traits::kBlockM, Traits::kBlockN>(p, row0, n_block) - n_block);
+      wait_for_turn(semaphore, dq_turn<Traits::kBlockM, Traits::kBlockN>(p, row0, n_block));
     }
     float* const dq_rows =
         p.dq_accum + ((static_cast<int64_t>(batch) * p.heads_q + at.head) * p.seqlen_q_rounded +

@@ -173,7 +173,8 @@ struct SmallGridTileConfig<256> {
 // blocks' lists (common/block_walk.hpp), each warp computing only its own block's steps.
 template <int kHeadDim>
 struct FlexTileConfig {
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "the flex kernel has head dims 64, 128 and 256");
+  static_assert(kHeadDim == 64 || kHeadDim == 128,
+                "this flex tile is for head dims 64 and 128; 256 has its own (below)");
   static constexpr int kBlockM = 128, kBlockN = 64, kRowWarps = 4, kKeyGroups = 1, kStages = 1,
                        kMinCtasPerSm = 2;
 };

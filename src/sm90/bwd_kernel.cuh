@@ -121,10 +121,7 @@ struct BwdLoad {
 // by one lane of the dQ writer warp, which alone touches the semaphore, so no barrier is needed
 // around the turn.
 __device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int turn) {
-  int count;
-  do {
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(count) : "l"(semaphore) : "memory");
-  } while (count != turn);
+  sm80::spin_until_turn(semaphore, turn);
   // The bulk reduction that follows runs in the async proxy: order it after the acquire, that is
   // after the earlier key blocks' reductions.
   asm volatile("fence.proxy.async.global;\n" ::: "memory");
@@ -135,8 +132,7 @@ __device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int turn)
 __device__ __forceinline__ void pass_dq_turn(int* semaphore) {
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
   asm volatile("fence.proxy.async.global;\n" ::: "memory");
-  __threadfence();
-  atomicAdd(semaphore, 1);
+  sm80::publish_turn(semaphore);
 }
 
 // The dQ writer warp: per step, waits for the consumers' staged dQ tile, adds it to the
@@ -167,9 +163,8 @@ __device__ void write_dq(const sm80::BwdParams& p, typename Traits::SharedStorag
     if (issuer) {
       const int row0 = m_block * Traits::kBlockM;
       if (deterministic) {
-        const int last =
-            sm80::last_key_block_seeing<Traits::kBlockM, Traits::kBlockN>(p, row0, walk.n_block);
-        wait_for_dq_turn(semaphore, last - walk.n_block);
+        wait_for_dq_turn(semaphore,
+                         sm80::dq_turn<Traits::kBlockM, Traits::kBlockN>(p, row0, walk.n_block));
       }
       float* accum = p.dq_accum + (head_row * p.seqlen_q_rounded + row0) * Traits::kHeadDim;
       bulk_reduce_add_f32(accum, smem.dq, kTileBytes);

@@ -10,6 +10,7 @@
 #include "common/key_block_rows.hpp"
 #include "common/online_softmax.hpp"
 #include "common/score_scaling.hpp"
+#include "sm80/bwd_dq_order.hpp"
 #include "sm80/bwd_params.hpp"
 #include "sm90/bwd_convert.cuh"
 #include "sm90/bwd_traits.hpp"
@@ -40,8 +41,7 @@ struct BwdWalk {
 
   template <int kBlockM, int kBlockN>
   __device__ static BwdWalk of(const sm80::BwdParams& p) {
-    const bool deterministic = p.dq_semaphore != nullptr;
-    BwdWalk w{static_cast<int>(deterministic ? gridDim.x - 1 - blockIdx.x : blockIdx.x),
+    BwdWalk w{sm80::key_block_of_cta(/*deterministic=*/p.dq_semaphore != nullptr),
               static_cast<int>(blockIdx.y),
               static_cast<int>(blockIdx.z),
               p.kv_group,
