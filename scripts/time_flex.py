@@ -27,8 +27,14 @@ add("dense (auto)", 1.0, lambda: flashcore.attention(qs, ks, vs))
 add("dense causal (auto)", 0.5, lambda: flashcore.attention(qs, ks, vs, causal=True))
 add("dense sm80", 1.0, lambda: flashcore.attention(qs, ks, vs, backend="sm80"))
 add("dense causal sm80", 0.5, lambda: flashcore.attention(qs, ks, vs, causal=True, backend="sm80"))
-causal_bm = flashcore.create_block_mask(mods.causal(), B, None, S, S)
-causal_bm64 = flashcore.create_block_mask(mods.causal(), B, None, S, S, BLOCK_SIZE=64)
+def walked(own):
+    """The same lists as a plain BlockMask, which flex_attention walks (it drops a window's own
+    BlockMask: the window walks itself; docs/flex.md, "A window's own BlockMask")."""
+    return flashcore.BlockMask(own.kv_num_blocks, own.kv_indices, own.full_kv_num_blocks,
+                               own.full_kv_indices, own.BLOCK_SIZE, own.seq_lengths, own.mask_mod)
+own_causal_bm = flashcore.create_block_mask(mods.causal(), B, None, S, S)
+causal_bm = walked(own_causal_bm)
+causal_bm64 = walked(flashcore.create_block_mask(mods.causal(), B, None, S, S, BLOCK_SIZE=64))
 sinks = torch.full((H,), -1e4, device="cuda")
 docs = (torch.arange(S, device="cuda") // 1024).int()[None].expand(B, S).contiguous()
 doc_bm = flashcore.create_block_mask(mods.documents(docs), B, None, S, S)
@@ -38,6 +44,8 @@ qp, kp, vp = (x.reshape(B * S, H, D) for x in (qs.contiguous(), ks.contiguous(),
 for be in ("auto", "sm80") if D <= 128 else ("auto",):
     add(f"flex causal BlockMask {be}", 0.5,
         lambda: flashcore.flex_attention(q, k, v, block_mask=causal_bm, backend=be))
+    add(f"flex causal, own BlockMask {be}", 0.5,
+        lambda: flashcore.flex_attention(q, k, v, block_mask=own_causal_bm, backend=be))
     add(f"flex causal BlockMask 64 {be}", 0.5,
         lambda: flashcore.flex_attention(q, k, v, block_mask=causal_bm64, backend=be))
     add(f"flex no mask, sinks {be}", 1.0,

@@ -19,7 +19,13 @@ B, H, S, D = 4, 16, 4096, 128
 q, k, v = (torch.randn(B, H, S, D, dtype=torch.bfloat16, device="cuda") for _ in range(3))
 qs, ks, vs = (x.transpose(1, 2) for x in (q, k, v))
 pos = torch.arange(S, device="cuda")
-causal_bm = flashcore.create_block_mask(mods.causal(), None, None, S, S)
+own_causal_bm = flashcore.create_block_mask(mods.causal(), None, None, S, S)
+# The same lists as a plain BlockMask: flex_attention walks them (a window's own BlockMask is
+# dropped and the window walks itself; docs/flex.md, "A window's own BlockMask").
+causal_bm = flashcore.BlockMask(own_causal_bm.kv_num_blocks, own_causal_bm.kv_indices,
+                                own_causal_bm.full_kv_num_blocks, own_causal_bm.full_kv_indices,
+                                own_causal_bm.BLOCK_SIZE, own_causal_bm.seq_lengths,
+                                own_causal_bm.mask_mod)
 docs = {n: (pos // n).int()[None].expand(B, S).contiguous() for n in (128, 1024)}
 doc_bm = {n: flashcore.create_block_mask(mods.documents(docs[n]), B, None, S, S) for n in docs}
 sinks = torch.full((H,), -1e4, device="cuda")  # time_flex.py's: present, but no weight
@@ -47,6 +53,8 @@ cases = [  # name, visible (real) FLOPs, fn
      lambda: flashcore.attention(qs, ks, vs, causal=True, backend=BACKEND)),
     ("flex causal BlockMask", 2.0 * B * H * S * S * D,
      lambda: flashcore.flex_attention(q, k, v, block_mask=causal_bm, backend=BACKEND)),
+    ("flex causal, its own BlockMask", 2.0 * B * H * S * S * D,
+     lambda: flashcore.flex_attention(q, k, v, block_mask=own_causal_bm, backend=BACKEND)),
     ("flex documents 1024 (non-causal)", 4.0 * B * H * S * 1024 * D,
      lambda: flashcore.flex_attention(q, k, v, block_mask=doc_bm[1024], backend=BACKEND)),
     ("flex documents 128 (non-causal)", 4.0 * B * H * S * 128 * D,

@@ -36,6 +36,14 @@ class BlockMask:
         self.seq_lengths = seq_lengths
         self.mask_mod = mask_mod
         self._buffer = buffer  # keeps the arrays' memory alive
+        # Set by create_block_mask when the lists are a window mask_mod's own (see
+        # _is_window_own); what the object held then, so that a replaced part is noticed.
+        self._window_own = None
+
+    def _parts(self):
+        return (self.kv_num_blocks, self.kv_indices, self.full_kv_num_blocks,
+                self.full_kv_indices, self.mask_mod, getattr(self.mask_mod, "window", None),
+                self.seq_lengths)
 
     def __repr__(self):
         return (f"flashcore.BlockMask(shape={tuple(self.kv_indices.shape)}, "
@@ -86,9 +94,24 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device="cuda", BLOCK_SIZE=_
             count *= s
         return buffer[offset:offset + 4 * count].view(torch.int32).view(shape)
 
-    return BlockMask(view(offsets[0], (B, H, mq)), view(offsets[1], (B, H, mq, mk)),
-                     view(offsets[2], (B, H, mq)), view(offsets[3], (B, H, mq, mk)),
-                     (q_block, kv_block), (Q_LEN, KV_LEN), mask_mod, buffer)
+    block_mask = BlockMask(view(offsets[0], (B, H, mq)), view(offsets[1], (B, H, mq, mk)),
+                           view(offsets[2], (B, H, mq)), view(offsets[3], (B, H, mq, mk)),
+                           (q_block, kv_block), (Q_LEN, KV_LEN), mask_mod, buffer)
+    if isinstance(mask_mod, MaskMod) and not mask_mod.fields():
+        block_mask._window_own = block_mask._parts()
+    return block_mask
+
+
+def _is_window_own(block_mask):
+    """True for a BlockMask that create_block_mask built from a mask_mod with no part but a window
+    (causal, sliding_window) and that still holds what it was built with. Its lists are exactly
+    the window's block range, which the kernels walk by themselves from the window: flex_attention
+    drops the lists, so such a problem runs the dense kernels' window path (with no other flex
+    part) or the flex kernel's own walk of the window, not a list walk (docs/flex.md, "A
+    window's own BlockMask"). A torch BlockMask is always used as it is: its lists may have been
+    edited after they were built."""
+    own = getattr(block_mask, "_window_own", None)
+    return own is not None and all(a is b for a, b in zip(own, block_mask._parts()))
 
 
 def _is_noop_mask(mask_mod):
@@ -138,6 +161,8 @@ def _mask_parts(block_mask, q_len, kv_len):
             "mask_mods: build the mask from flashcore.mods (e.g. torch's create_block_mask("
             "flashcore.mods.causal(), ...)) so that partial blocks evaluate the same mask"
         )
+    if _is_window_own(block_mask):
+        return window, fields, jit_mask
     q_block, kv_block = _block_sizes(block_mask.BLOCK_SIZE)
     full = getattr(block_mask, "full_kv_num_blocks", None)
     full_indices = getattr(block_mask, "full_kv_indices", None) if full is not None else None

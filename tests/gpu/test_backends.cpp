@@ -171,6 +171,7 @@ void check_tile_where_expected(const AttentionCase& c, CaseData& data, Backend b
 //    tiles kSmall at head dims 64, 128 and 256, kMedium and kCtaPair at 64 (kCtaPair splits the
 //    keys itself and rejects a split count).
 void check_all_backends(const AttentionCase& c, int num_splits) {
+  FLASHCORE_SKIP_IF_PRUNED(c.dtype, c.head_dim);
   CaseData data(c);
   data.compute_reference();
   SCOPED_TRACE("seed " + std::to_string(data.seed()) + ", num_splits " +

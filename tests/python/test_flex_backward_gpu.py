@@ -153,15 +153,19 @@ def test_what_the_backward_lacks_is_refused_before_the_forward():
                                    torch.tensor([0, 256], dtype=torch.int32, device="cuda"),
                                    torch.tensor([0, 256], dtype=torch.int32, device="cuda"),
                                    256, 256, causal=True)
-    mask64 = flashcore.create_block_mask(mods.causal(), None, None, 256, 256,
-                                         BLOCK_SIZE=64)
+    documents = torch.arange(256, device="cuda", dtype=torch.int32)[None] // 100
+    causal_documents = mods.and_masks(mods.causal(), mods.documents(documents))
+    mask64 = flashcore.create_block_mask(causal_documents, 1, None, 256, 256, BLOCK_SIZE=64)
     with pytest.raises(ValueError, match=r"kv block a multiple of 128 \(got 64 x 64\)"):
         flashcore.flex_attention(*qkv(64), block_mask=mask64)
     with torch.no_grad():
         out = flashcore.flex_attention(*qkv(96), block_mask=mask64)
     assert torch.isfinite(out).all()
-    mask128 = flashcore.create_block_mask(mods.causal(), None, None, 256, 256)
+    mask128 = flashcore.create_block_mask(causal_documents, 1, None, 256, 256)
     flashcore.flex_attention(*qkv(128), block_mask=mask128).sum().backward()
+    # A window's own 64-key BlockMask is dropped (the window walks itself), so it trains.
+    window64 = flashcore.create_block_mask(mods.causal(), None, None, 256, 256, BLOCK_SIZE=64)
+    flashcore.flex_attention(*qkv(64), block_mask=window64).sum().backward()
 
 
 def op_args(q, k, v, score_mod, block_mask):

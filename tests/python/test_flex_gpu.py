@@ -110,10 +110,42 @@ def test_mods_match_the_reference(dtype, block_size):
         block_mask = flashcore.create_block_mask(mask_mod, B, None, S, S, BLOCK_SIZE=block_size)
         out, lse = flashcore.flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask,
                                             enable_gqa=True, return_lse=True, sinks=sink)
-        # The sm90 flex kernel takes 128-key blocks; sm80 runs 64-key ones everywhere.
-        assert flashcore.last_provider() == (varlen_provider() if block_size == 128 else "sm80")
+        # The sm90 flex kernel takes 128-key blocks; sm80 runs 64-key ones everywhere. A window's
+        # own BlockMask is dropped (the window walks itself), so its block size does not matter.
+        own_lists_dropped = name.startswith("window")
+        assert flashcore.last_provider() == (
+            varlen_provider() if block_size == 128 or own_lists_dropped else "sm80")
         ref_out, ref_lse = reference(q, k, v, mask_mod, score_mod, sinks=sink)
         check(out, lse, ref_out, ref_lse, dtype, name)
+
+
+@pytest.mark.parametrize("block_size", [64, 128])
+@pytest.mark.parametrize("window", [(-1, 0), (100, 0), (37, 5)])
+def test_a_windows_own_block_mask_runs_the_window_path(window, block_size):
+    """A BlockMask that create_block_mask built from a window-only mask_mod: flex_attention runs
+    the dense kernels' window path, bitwise what attention(window=...) gives, on the dense
+    provider even for 64-key blocks; once its lists are replaced it walks them again."""
+    q, k, v = inputs(torch.bfloat16, S=1000)
+    B, Hq, S = q.shape[:3]
+    mask_mod = mods.sliding_window(*window)
+    block_mask = flashcore.create_block_mask(mask_mod, B, None, S, S, BLOCK_SIZE=block_size)
+    out, lse = flashcore.flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True,
+                                        return_lse=True)
+    provider = flashcore.last_provider()
+    dense = flashcore.attention(*(x.transpose(1, 2) for x in (q, k, v)), window=window)
+    assert provider == flashcore.last_provider(), "not the dense kernels' window path"
+    assert torch.equal(out, dense.transpose(1, 2)), f"differs from attention(window={window})"
+    ref_out, ref_lse = reference(q, k, v, mask_mod)
+    check(out, lse, ref_out, ref_lse, torch.bfloat16, f"window {window}, own BlockMask")
+
+    # The same lists as a new tensor: flashcore cannot tell they were not edited, so it walks
+    # them (the list walk's provider: sm80 for 64-key blocks).
+    block_mask.kv_indices = block_mask.kv_indices.clone()
+    walked, walked_lse = flashcore.flex_attention(q, k, v, block_mask=block_mask,
+                                                  enable_gqa=True, return_lse=True)
+    assert flashcore.last_provider() == (varlen_provider() if block_size == 128 else "sm80")
+    # (reference() reads no flashcore lists: their entries past each count are not initialized.)
+    check(walked, walked_lse, ref_out, ref_lse, torch.bfloat16, f"window {window}, walked lists")
 
 
 def test_torch_block_mask_is_used_as_it_is():

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "flashcore/attention.hpp"
+#include "src/common/head_dim.hpp"
+#include "src/common/pruning.hpp"
 
 namespace flashcore::testing {
 
@@ -21,6 +23,16 @@ bool cuda_device_available(std::string* why);
     std::string why_no_gpu;                                        \
     if (!::flashcore::testing::cuda_device_available(&why_no_gpu)) \
       GTEST_SKIP() << "GPU test skipped: " << why_no_gpu;          \
+  } while (0)
+
+// Skips the test, loudly, when this build has no kernel for (dtype, head_dim): a build pruned by
+// FLASHCORE_HEAD_DIMS / FLASHCORE_DTYPES leaves some out, and a test of them would fail on a
+// kernel that was never compiled rather than on a wrong one.
+#define FLASHCORE_SKIP_IF_PRUNED(dtype, head_dim)                                         \
+  do {                                                                                    \
+    const char* pruned_why = ::flashcore::detail::pruned_reason(                          \
+        (dtype), ::flashcore::detail::instantiated_head_dim(head_dim));                   \
+    if (pruned_why[0] != '\0') GTEST_SKIP() << "test skipped: this build " << pruned_why; \
   } while (0)
 
 #define CUDA_ASSERT_OK(expr)                                     \
