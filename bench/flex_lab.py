@@ -136,7 +136,9 @@ def measure(runs, record, case, reference_names):
         except Exception as error:  # noqa: BLE001 - a peer's compiler raises many kinds
             if workload.startswith("flashcore"):
                 raise
-            refused[workload] = f"{type(error).__name__}: {str(error).strip().splitlines()[-1]}"
+            # The message's first line says why (the rest is the compiler's trace and advice).
+            first_line = next((line for line in str(error).splitlines() if line.strip()), "")
+            refused[workload] = f"{type(error).__name__}: {first_line.strip()[:300]}"
             torch._dynamo.reset()  # the failed compile leaves no usable graph
         # The flashcore kernel that ran (sm90, sm80, ...); the peers are named by the workload.
         providers[workload] = (flashcore.last_provider() if workload.startswith("flashcore")

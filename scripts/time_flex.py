@@ -55,6 +55,9 @@ for be in ("auto", "sm80") if D <= 128 else ("auto",):
     add(f"flex alibi + causal {be}", 0.5,
         lambda: flashcore.flex_attention(q, k, v, score_mod=mods.alibi(slopes),
                                          block_mask=causal_bm, backend=be))
+    add(f"flex alibi + causal, own BM {be}", 0.5,
+        lambda: flashcore.flex_attention(q, k, v, score_mod=mods.alibi(slopes),
+                                         block_mask=own_causal_bm, backend=be))
     add(f"varlen causal 4 x 4096 {be}", 0.5,
         lambda: flashcore.attention_varlen(qp, kp, vp, cu, cu, S, S, causal=True, backend=be))
 for name, (ms, frac, provider) in res.items():

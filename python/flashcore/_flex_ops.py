@@ -188,6 +188,51 @@ def _sink_grad(grad_out, out, lse, sinks, heads_major):
 flex_attention_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+@torch.library.custom_op("flashcore::create_block_mask", mutates_args=())
+def create_block_mask_op(
+    doc_ids_q: Optional[torch.Tensor],
+    doc_ids_k: Optional[torch.Tensor],
+    prefix_lengths: Optional[torch.Tensor],
+    sizes: list[int],
+    device: torch.device,
+) -> torch.Tensor:
+    """The byte buffer of a built-in mask's BlockMask, built on the GPU in one launch (what
+    flex.create_block_mask does eagerly). sizes: window_left, window_right, prefix_length (-1:
+    none), B, H, Q_LEN, KV_LEN, q_block, kv_block. flex.block_mask_views cuts the four arrays out
+    of it."""
+    window_left, window_right, prefix_length, *shape = sizes
+    fields = dict(window_left=window_left, window_right=window_right)
+    for name, array in (("doc_ids_q", doc_ids_q), ("doc_ids_k", doc_ids_k),
+                        ("prefix_lengths", prefix_lengths)):
+        if array is not None:
+            fields[name] = array
+    if prefix_length != _UNSET:
+        fields["prefix_length"] = prefix_length
+    native = _core.native()
+    # Zeroed: the builder leaves the index entries past each count and the alignment padding
+    # unwritten, and an op's output should be the same bytes every time it runs.
+    buffer = torch.zeros(native.block_mask_bytes(*shape), dtype=torch.uint8, device=device)
+    stream = torch.cuda.current_stream(buffer.device).cuda_stream
+    native.create_block_mask(buffer, fields, *shape, stream)
+    return buffer
+
+
+@create_block_mask_op.register_fake
+def _create_block_mask_fake(doc_ids_q, doc_ids_k, prefix_lengths, sizes, device):
+    return torch.empty(_core.native().block_mask_bytes(*sizes[3:]), dtype=torch.uint8,
+                       device=device)
+
+
+def create_block_mask(fields, shape, device):
+    """The op's buffer for flex.create_block_mask's arguments (fields: the mask_mod's native
+    fields with its window; shape: B, H, Q_LEN, KV_LEN, q_block, kv_block)."""
+    prefix_length = fields.get("prefix_length", _UNSET)
+    sizes = [int(fields["window_left"]), int(fields["window_right"]), int(prefix_length),
+             *(int(x) for x in shape)]
+    return create_block_mask_op(fields.get("doc_ids_q"), fields.get("doc_ids_k"),
+                                fields.get("prefix_lengths"), sizes, torch.device(device))
+
+
 def needs_grad(*tensors):
     """True when autograd records a call on these tensors (any of them requires grad)."""
     return torch.is_grad_enabled() and any(

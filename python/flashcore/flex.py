@@ -20,6 +20,11 @@ _DEFAULT_BLOCK_SIZE = 128  # PyTorch's
 _flex_ops = None
 
 
+# A BlockMask's fields that say what it masks: assigning one makes it no longer a window's own.
+_MASK_FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
+                "BLOCK_SIZE", "seq_lengths", "mask_mod")
+
+
 class BlockMask:
     """A block-sparse mask in PyTorch's layout (int32 kv_num_blocks [B, H, Mq], kv_indices
     [B, H, Mq, Mk], optional full_* of the same shapes), its block sizes, the lengths it was
@@ -28,22 +33,14 @@ class BlockMask:
 
     def __init__(self, kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices,
                  BLOCK_SIZE, seq_lengths, mask_mod, buffer=None):
-        self.kv_num_blocks = kv_num_blocks
-        self.kv_indices = kv_indices
-        self.full_kv_num_blocks = full_kv_num_blocks
-        self.full_kv_indices = full_kv_indices
-        self.BLOCK_SIZE = BLOCK_SIZE
-        self.seq_lengths = seq_lengths
-        self.mask_mod = mask_mod
+        values = (kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, BLOCK_SIZE,
+                  seq_lengths, mask_mod)
+        for name, value in zip(_MASK_FIELDS, values):
+            setattr(self, "_" + name, value)
         self._buffer = buffer  # keeps the arrays' memory alive
-        # Set by create_block_mask when the lists are a window mask_mod's own (see
-        # _is_window_own); what the object held then, so that a replaced part is noticed.
+        # The window (left, right) whose block range the lists are, set by create_block_mask for
+        # a window-only mask_mod (see _is_window_own); None once a field is assigned.
         self._window_own = None
-
-    def _parts(self):
-        return (self.kv_num_blocks, self.kv_indices, self.full_kv_num_blocks,
-                self.full_kv_indices, self.mask_mod, getattr(self.mask_mod, "window", None),
-                self.seq_lengths)
 
     def __repr__(self):
         return (f"flashcore.BlockMask(shape={tuple(self.kv_indices.shape)}, "
@@ -72,34 +69,88 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device="cuda", BLOCK_SIZE=_
     q_block, kv_block = _block_sizes(BLOCK_SIZE)
     B = 1 if B is None else int(B)
     H = 1 if H is None else int(H)
+    shape = (B, H, Q_LEN, KV_LEN, q_block, kv_block)
+    if _flex_ops.compiling():
+        # Traced by torch.compile: the custom op builds the buffer, its views are traced.
+        if isinstance(mask_mod, jit.JitMaskMod):
+            raise TypeError(
+                "create_block_mask of a jit_mask_mod runs eagerly: build the BlockMask outside "
+                "the compiled function (the built-in mods can be built inside it)"
+            )
+        buffer = _flex_ops.create_block_mask(_mask_mod_fields(mask_mod), shape, device)
+        return _block_mask_of(buffer, block_mask_offsets(B, H, Q_LEN, KV_LEN, q_block, kv_block),
+                              shape, mask_mod)
     native = _core.native()
-    nbytes = native.block_mask_bytes(B, H, Q_LEN, KV_LEN, q_block, kv_block)
+    nbytes = native.block_mask_bytes(*shape)
     buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
     stream = torch.cuda.current_stream(buffer.device).cuda_stream
     if isinstance(mask_mod, jit.JitMaskMod):
         # The library checks and places the mask; the snippet's object launches the builder.
         offsets = jit.block_mask(mask_mod, buffer.device.index, lambda entry, captures: (
-            native.create_block_mask(buffer, dict(window_left=-1, window_right=-1), B, H, Q_LEN,
-                                     KV_LEN, q_block, kv_block, stream, entry, captures)))
+            native.create_block_mask(buffer, dict(window_left=-1, window_right=-1), *shape,
+                                     stream, entry, captures)))
     else:
-        fields = dict(mask_mod.fields(), window_left=mask_mod.window[0],
-                      window_right=mask_mod.window[1])
-        offsets = native.create_block_mask(buffer, fields, B, H, Q_LEN, KV_LEN, q_block,
-                                           kv_block, stream)
+        offsets = native.create_block_mask(buffer, _mask_mod_fields(mask_mod), *shape, stream)
+    if list(offsets) != block_mask_offsets(B, H, Q_LEN, KV_LEN, q_block, kv_block):
+        raise RuntimeError(f"flashcore's BlockMask layout changed ({list(offsets)}): "
+                           "block_mask_offsets must follow src/flex/block_mask.cpp")
+    return _block_mask_of(buffer, offsets, shape, mask_mod)
+
+
+# The builder places the four int32 arrays one after another, each 16-byte aligned
+# (src/flex/block_mask.cpp, prepare_block_mask); eager calls check this against its offsets.
+_ARRAY_ALIGN_BYTES = 16
+
+
+def block_mask_offsets(B, H, Q_LEN, KV_LEN, q_block, kv_block):
+    """Byte offsets of kv_num_blocks, kv_indices, full_kv_num_blocks and full_kv_indices in the
+    buffer create_block_mask writes, from the shape alone (torch.compile traces views of them)."""
+    mq, mk = -(-Q_LEN // q_block), -(-KV_LEN // kv_block)
+    offsets, position = [], 0
+    for elements in (B * H * mq, B * H * mq * mk) * 2:
+        offsets.append(position)
+        position += -(-4 * elements // _ARRAY_ALIGN_BYTES) * _ARRAY_ALIGN_BYTES
+    return offsets
+
+
+def _mask_mod_fields(mask_mod):
+    return dict(mask_mod.fields(), window_left=mask_mod.window[0],
+                window_right=mask_mod.window[1])
+
+
+def _block_mask_of(buffer, offsets, shape, mask_mod):
+    import torch
+
+    B, H, Q_LEN, KV_LEN, q_block, kv_block = shape
     mq, mk = -(-Q_LEN // q_block), -(-KV_LEN // kv_block)
 
-    def view(offset, shape):
+    def view(offset, dims):
         count = 1
-        for s in shape:
-            count *= s
-        return buffer[offset:offset + 4 * count].view(torch.int32).view(shape)
+        for d in dims:
+            count *= d
+        return buffer[offset:offset + 4 * count].view(torch.int32).view(dims)
 
     block_mask = BlockMask(view(offsets[0], (B, H, mq)), view(offsets[1], (B, H, mq, mk)),
                            view(offsets[2], (B, H, mq)), view(offsets[3], (B, H, mq, mk)),
                            (q_block, kv_block), (Q_LEN, KV_LEN), mask_mod, buffer)
     if isinstance(mask_mod, MaskMod) and not mask_mod.fields():
-        block_mask._window_own = block_mask._parts()
+        block_mask._window_own = mask_mod.window
     return block_mask
+
+
+def _mask_field(name):
+    def get(self):
+        return getattr(self, "_" + name)
+
+    def set(self, value):
+        self._window_own = None  # the lists may no longer be the window's own
+        setattr(self, "_" + name, value)
+
+    return property(get, set)
+
+
+for _name in _MASK_FIELDS:
+    setattr(BlockMask, _name, _mask_field(_name))
 
 
 def _is_window_own(block_mask):
@@ -109,9 +160,10 @@ def _is_window_own(block_mask):
     drops the lists, so such a problem runs the dense kernels' window path (with no other flex
     part) or the flex kernel's own walk of the window, not a list walk (docs/flex.md, "A
     window's own BlockMask"). A torch BlockMask is always used as it is: its lists may have been
-    edited after they were built."""
+    edited after they were built. (A flag, not the tensors' identity: torch.compile traces this
+    test and must reach eager's answer.)"""
     own = getattr(block_mask, "_window_own", None)
-    return own is not None and all(a is b for a, b in zip(own, block_mask._parts()))
+    return own is not None and own == getattr(block_mask.mask_mod, "window", None)
 
 
 def _is_noop_mask(mask_mod):

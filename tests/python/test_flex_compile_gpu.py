@@ -140,6 +140,46 @@ def test_compiled_jit_score_mod_equals_eager():
     assert_same(got, step(q, k, v, 0.5), "jit_score_mod")
 
 
+def test_create_block_mask_inside_a_compiled_function():
+    """A training step that builds its document mask from the batch's document ids: one graph
+    (the custom op flashcore::create_block_mask and the lists' views), bitwise equal to eager,
+    the BlockMask's lists too; new ids go through the same graph. A window-only mask built in the
+    graph is dropped as in eager."""
+    q, k, v = bhsd_inputs(torch.bfloat16, offset=11)
+    g = generator(12)
+
+    def documents():
+        return torch.randint(0, 6, (B, S), device="cuda", generator=g).sort(-1).values.int()
+
+    def step(q, k, v, doc_ids):
+        mask_mod = mods.and_masks(mods.causal(), mods.documents(doc_ids))
+        block_mask = flashcore.create_block_mask(mask_mod, B, None, S, S, BLOCK_SIZE=64)
+        window = flashcore.create_block_mask(mods.sliding_window(50), None, None, S, S)
+        out, lse = flashcore.flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True,
+                                            return_lse=True)
+        windowed = flashcore.flex_attention(q, k, v, block_mask=window, enable_gqa=True)
+        return out, lse, windowed, block_mask.kv_num_blocks, block_mask.kv_indices
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True)
+    for call in range(2):
+        doc_ids = documents()
+        got, want = compiled(q, k, v, doc_ids), step(q, k, v, doc_ids)
+        assert_same(got[:2], want[:2], f"documents built in the graph, call {call}")
+        assert torch.equal(got[2], want[2]), f"window built in the graph (seed {RUN_SEED})"
+        counts = want[3]
+        assert torch.equal(got[3], counts), f"kv_num_blocks (seed {RUN_SEED})"
+        listed = torch.arange(got[4].shape[-1], device="cuda") < counts[..., None]
+        assert torch.equal(got[4][listed], want[4][listed]), f"kv_indices (seed {RUN_SEED})"
+
+
+def test_opcheck_create_block_mask_op():
+    doc_ids = torch.randint(0, 4, (B, S), device="cuda", generator=generator(13)).int()
+    sizes = [-1, 0, -1, B, 1, S, S, 64, 128]  # causal documents, 64 x 128 blocks
+    torch.library.opcheck(torch.ops.flashcore.create_block_mask.default,
+                          (doc_ids, doc_ids, None, sizes, torch.device("cuda")))
+
+
 def test_opcheck_flex_attention_op():
     q, k, v = (x.transpose(1, 2) for x in bhsd_inputs(torch.float16, offset=5))
     g = generator(6)

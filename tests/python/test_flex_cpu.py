@@ -147,3 +147,17 @@ def test_what_the_flex_backward_lacks_is_named_before_the_forward(jit_mod, head_
     for ok_head_dim in (64, 128):
         flashcore.flex._check_backward_support(
             None, ok_head_dim, {"block_mask": (None, None, None, None, 128, 128)})
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 16, 16), (2, 4, 300, 555, 64, 128),
+                                   (3, 1, 4097, 1000, 128, 64), (1, 16, 16384, 16384, 128, 128)])
+def test_block_mask_offsets_follow_the_library_layout(shape):
+    """flex.block_mask_offsets (what torch.compile traces views at, without a buffer) ends where
+    the library's buffer ends: the four arrays 16-byte aligned one after another. Eager
+    create_block_mask also checks it against the builder's offsets on the GPU."""
+    B, H, q_len, kv_len, q_block, kv_block = shape
+    offsets = flashcore.flex.block_mask_offsets(*shape)
+    indices = B * H * -(-q_len // q_block) * -(-kv_len // kv_block)
+    end = offsets[3] + -(-4 * indices // 16) * 16
+    assert end == flashcore._core.native().block_mask_bytes(*shape)
+    assert offsets[0] == 0 and offsets[2] - offsets[0] == offsets[3] - offsets[1]
