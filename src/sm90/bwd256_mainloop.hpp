@@ -44,8 +44,7 @@ struct Bwd256Mainloop {
   // kDqFull: the writer warp and the staging warpgroup; kDqEmpty: both consumer warpgroups too.
   static constexpr int kDqFullThreads = kWarpgroupThreads + cutlass::NumThreadsPerWarp;
   static constexpr int kDqEmptyThreads = Traits::kConsumerThreads + cutlass::NumThreadsPerWarp;
-  static_assert(q_stage_offset<Traits>() == kBlockM * kHeadDim,
-                "a Q stage is one dO-shaped tile");
+  static_assert(q_stage_offset<Traits>() == kBlockM * kHeadDim, "a Q stage is one dO-shaped tile");
   static_assert(ds_views_agree<Traits>(), "dS and dS^T must be the same bytes");
 
   typename Traits::TiledMmaSdP mma_sdp;
@@ -68,9 +67,9 @@ struct Bwd256Mainloop {
 
     // Step 1's A operand: K (warpgroup 0) or V (warpgroup 1); its B is chosen per step.
     auto wg_sdp = mma_sdp.get_slice(0);
-    Tensor tSrA = wg_sdp.partition_fragment_A(make_tensor(
-        make_smem_ptr(warpgroup == 0 ? smem.k.data() : smem.v.data()),
-        typename Traits::SmemLayoutK{}));
+    Tensor tSrA = wg_sdp.partition_fragment_A(
+        make_tensor(make_smem_ptr(warpgroup == 0 ? smem.k.data() : smem.v.data()),
+                    typename Traits::SmemLayoutK{}));
     // Shared-memory operands of the split GEMMs depend only on the warpgroup: slice by its first
     // thread (the wgmma descriptors then stay warp-uniform).
     auto wg_dkv = mma_dkv.get_slice(warpgroup * kWarpgroupThreads);
@@ -120,8 +119,8 @@ struct Bwd256Mainloop {
         cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads,
                                           barrier_id(Bwd256BarrierId::kSDone));
       }
-      Element* b_tile = warpgroup == 0 ? smem.q.data() + stage * (kBlockM * kHeadDim)
-                                       : smem.d_o.data();
+      Element* b_tile =
+          warpgroup == 0 ? smem.q.data() + stage * (kBlockM * kHeadDim) : smem.d_o.data();
       Tensor tSrB = wg_sdp.partition_fragment_B(
           make_tensor(make_smem_ptr(b_tile), typename Traits::SmemLayoutDo{}));
       Tensor acc = partition_fragment_C(mma_sdp, ScoreShape{});
@@ -133,8 +132,8 @@ struct Bwd256Mainloop {
       if (warpgroup == 0) {
         cutlass::arch::NamedBarrier::arrive(Traits::kConsumerThreads,
                                             barrier_id(Bwd256BarrierId::kSDone));
-        const bool masked = !p.mask.tile_fully_visible(row0, min(row0 + kBlockM, p.seqlen_q), key0,
-                                                       key0 + kBlockN);
+        const bool masked =
+            !p.mask.tile_fully_visible(row0, min(row0 + kBlockM, p.seqlen_q), key0, key0 + kBlockN);
         Tensor tPsP_stage = tPsP(_, _, _, p_stage);
         // Two copies of the loop, as in bwd_mainloop.hpp: the mask test inside one serialized the
         // exp2s.
@@ -195,8 +194,8 @@ struct Bwd256Mainloop {
   // other warpgroup's stores are ordered before this one's by a barrier they share. more_steps:
   // the other warpgroup stages again after this (warpgroup 1 always: warpgroup 0 follows it).
   template <typename Frag>
-  __device__ static void stage_dq(SharedStorage& smem, int warpgroup, int wg_thread,
-                                  const Frag& dq, bool more_steps) {
+  __device__ static void stage_dq(SharedStorage& smem, int warpgroup, int wg_thread, const Frag& dq,
+                                  bool more_steps) {
     cutlass::arch::NamedBarrier::sync(kDqEmptyThreads,
                                       barrier_id(Bwd256BarrierId::kDqEmpty0, warpgroup));
     CUTLASS_PRAGMA_UNROLL
@@ -242,8 +241,7 @@ struct Bwd256Mainloop {
     for (int i = 0; i < size(acc); i += 2) {
       store_shared_pair(&tPs(i), p_elems(i), p_elems(i + 1));
       if constexpr (Traits::kSoftcap) {
-        store_shared_pair(&tGs(i), static_cast<Element>(acc(i)),
-                          static_cast<Element>(acc(i + 1)));
+        store_shared_pair(&tGs(i), static_cast<Element>(acc(i)), static_cast<Element>(acc(i + 1)));
       }
     }
   }

@@ -69,20 +69,21 @@ struct Bwd256Traits {
   // dQ (queries x dims over the keys: A = dS MN-major, B = K^T MN-major): the two warpgroups along
   // N, one half of D each.
   using WarpgroupsAlongN = Layout<Shape<_1, Int<kConsumerWarpgroups>, _1>>;
-  using TiledMmaDkv = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float,
-                           Shape<Int<kBlockN>, Int<kHalfDim>, Int<kBlockM>>, GMMA::Major::K,
-                           GMMA::Major::MN>(),
-      WarpgroupsAlongN{}));
-  using TiledMmaDq = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float,
-                           Shape<Int<kBlockM>, Int<kHalfDim>, Int<kBlockN>>, GMMA::Major::MN,
-                           GMMA::Major::MN>(),
-      WarpgroupsAlongN{}));
+  using TiledMmaDkv =
+      decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float,
+                                                   Shape<Int<kBlockN>, Int<kHalfDim>, Int<kBlockM>>,
+                                                   GMMA::Major::K, GMMA::Major::MN>(),
+                              WarpgroupsAlongN{}));
+  using TiledMmaDq =
+      decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float,
+                                                   Shape<Int<kBlockM>, Int<kHalfDim>, Int<kBlockN>>,
+                                                   GMMA::Major::MN, GMMA::Major::MN>(),
+                              WarpgroupsAlongN{}));
 
   // Q and dO: kBlockM x D, K-major; Q^T and dO^T (D x kBlockM, MN-major) are the same bytes.
-  using QAtom = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
-                         GMMA::Major::K, Element, Int<kBlockM>, Int<kHeadDim>>());
+  using QAtom =
+      decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element,
+                                                                   Int<kBlockM>, Int<kHeadDim>>());
   using SmemLayoutQ =
       decltype(tile_to_shape(QAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
   using SmemLayoutQt = decltype(composition(
@@ -102,8 +103,9 @@ struct Bwd256Traits {
   // dV and dK. A thread's accumulator register pairs are adjacent queries of one key: one 32-bit
   // store or load each, and the 128-byte swizzle puts a warp's 8 keys x 4 pairs on distinct
   // banks. dS (queries x keys, MN-major: the A of dQ) is the same bytes as dS^T, checked below.
-  using ScoreAtom = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
-                             GMMA::Major::K, Element, Int<kBlockN>, Int<kBlockM>>());
+  using ScoreAtom =
+      decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element,
+                                                                   Int<kBlockN>, Int<kBlockM>>());
   using SmemLayoutPt =
       decltype(tile_to_shape(ScoreAtom{}, Shape<Int<kBlockN>, Int<kBlockM>, Int<kPStages>>{}));
   using SmemLayoutDst = decltype(tile_to_shape(ScoreAtom{}, Shape<Int<kBlockN>, Int<kBlockM>>{}));
