@@ -1,7 +1,7 @@
 // The hd256 backward's consumer warpgroups (bwd256_kernel.cuh runs them; the split of the work is
 // bwd256_traits.hpp's). Per step of the walk, every consumer thread runs the same sequence of
 // GEMMs, with the operands of its warpgroup:
-//   1. S^T = K Q^T (warpgroup 0), then dP^T = V dO^T (warpgroup 1), each waited for by its own;
+//   1. S^T = K Q^T (warpgroup 0) or dP^T = V dO^T (warpgroup 1), then both wait for it;
 //   2. warpgroup 0: P^T (and G^T with softcap) to shared memory; barrier kPReady;
 //   3. dV += P^T dO (each warpgroup its half of D);
 //   4. warpgroup 1, while dV runs: dS^T = G (dP^T - D) to shared memory; barrier kDsReady;
@@ -109,15 +109,11 @@ struct Bwd256Mainloop {
       const int stage = read_q.index();
       const int p_stage = step % Traits::kPStages;
 
-      // 1. S^T, then dP^T: issued together, the two GEMMs need twice the shared-memory bandwidth
-      // of one (each m64n64k16 reads 4 KiB for 32 cycles of the tensor pipe), so they take as
-      // long as one after the other; after S^T, dP^T runs under warpgroup 0's exp2s instead.
+      // 1. S^T or dP^T.
       if (warpgroup == 0) {
         pipe_q.consumer_wait(read_q);
       } else {
         pipe_do.consumer_wait(read_do);
-        cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads,
-                                          barrier_id(Bwd256BarrierId::kSDone));
       }
       Element* b_tile =
           warpgroup == 0 ? smem.q.data() + stage * (kBlockM * kHeadDim) : smem.d_o.data();
@@ -130,8 +126,6 @@ struct Bwd256Mainloop {
       // 2. P^T = exp2(S^T * scale log2 e - LSE log2 e), zero where the mask hides the key (the
       // key tail included); rows past seqlen_q have LSE +inf. Softcap as in bwd_mainloop.hpp.
       if (warpgroup == 0) {
-        cutlass::arch::NamedBarrier::arrive(Traits::kConsumerThreads,
-                                            barrier_id(Bwd256BarrierId::kSDone));
         const bool masked =
             !p.mask.tile_fully_visible(row0, min(row0 + kBlockM, p.seqlen_q), key0, key0 + kBlockN);
         Tensor tPsP_stage = tPsP(_, _, _, p_stage);

@@ -55,9 +55,7 @@ enum class Bwd256BarrierId : uint32_t {
   // warpgroup w's turn (the writer and both warpgroups; warpgroup 1 stages first each step).
   kDqFull0 = 2,
   kDqEmpty0 = 4,
-  // Warpgroup 0's S^T retired: warpgroup 1 issues dP^T.
-  kSDone = 6,
-  kEnd = 7,
+  kEnd = 6,
 };
 static_assert(static_cast<uint32_t>(Bwd256BarrierId::kEnd) +
                       cutlass::arch::NamedBarrier::ReservedNamedBarrierCount <=

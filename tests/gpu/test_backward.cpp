@@ -277,6 +277,8 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, BackwardDeterministic,
 TEST(BackwardWorkspace, CallerWorkspaceAndTooSmallOne) {
   FLASHCORE_REQUIRE_GPU();
   BackwardCase c = make_case(DType::kBFloat16, 128, 127, 300, 4, 2);
+  if (const char* pruned = pruned_for(c); pruned[0] != '\0')
+    GTEST_SKIP() << "this build " << pruned;
   BackwardData data(c);
   ASSERT_TRUE(data.forward_status().ok()) << data.forward_status().message;
   const BackwardParams p = data.params();
