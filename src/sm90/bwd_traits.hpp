@@ -51,7 +51,8 @@ struct BwdTraits {
   // halve the steps, the barriers and the dQ reductions per FLOP); hd128's S^T and dP^T
   // accumulators at 128 rows would not fit next to dK and dV.
   static constexpr int kBlockM = bwd_block_m(kHeadDim);
-  static_assert(kBlockN == kBwdBlockN, "the host sizes the grid with sm90_bwd.hpp's tiles");
+  static_assert(kBlockN == bwd_block_n(kHeadDim),
+                "the host sizes the grid with sm90_bwd.hpp's tiles");
   static constexpr int kStages = 2;  // Q / dO / LSE / D ring
   static constexpr int kDsStages = 2;
   // Registers after setmaxnreg: the producer warpgroup keeps few, the consumers take the rest

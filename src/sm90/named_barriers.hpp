@@ -44,4 +44,26 @@ __device__ __forceinline__ uint32_t barrier_id(BwdBarrierId id) {
   return static_cast<uint32_t>(id);
 }
 
+// The hd256 backward kernel's (bwd256_kernel.cuh), another kernel of its own.
+enum class Bwd256BarrierId : uint32_t {
+  // Warpgroup 0 stored P^T (and G^T): dV may read it, warpgroup 1 forms dS^T from it.
+  kPReady = 0,
+  // Warpgroup 1 stored dS^T: dK and dQ may read it.
+  kDsReady = 1,
+  // kDqFull0 + w: consumer warpgroup w staged its dQ half (w and the dQ writer warp). kDqEmpty0 +
+  // w: the writer has read out the buffer and the other warpgroup staged into it before, so it is
+  // warpgroup w's turn (the writer and both warpgroups; warpgroup 1 stages first each step).
+  kDqFull0 = 2,
+  kDqEmpty0 = 4,
+  kEnd = 6,
+};
+static_assert(static_cast<uint32_t>(Bwd256BarrierId::kEnd) +
+                      cutlass::arch::NamedBarrier::ReservedNamedBarrierCount <=
+                  cutlass::arch::NamedBarrier::HardwareMaxNumNamedBarriers,
+              "the hardware has 16 named barriers, CUTLASS reserves the first ones");
+
+__device__ __forceinline__ uint32_t barrier_id(Bwd256BarrierId id, int warpgroup = 0) {
+  return static_cast<uint32_t>(id) + static_cast<uint32_t>(warpgroup);
+}
+
 }  // namespace flashcore::sm90

@@ -31,8 +31,8 @@ const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDevi
   if (device.major != 9 || device.minor != 0) {
     return "needs an sm_90 GPU (H100, H200): its code is built for sm_90a (wgmma, TMA)";
   }
-  if (a.head_dim != 64 && a.head_dim != 128) {
-    return "has kernels for head_dim 64 and 128 only";
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) {
+    return "has kernels for head_dim 64, 128 and 256 only";
   }
   if (const char* why = pruned_reason(a.q.dtype, static_cast<int>(a.head_dim)); why[0] != '\0') {
     return why;
@@ -71,7 +71,8 @@ Status launch_sm90_backward(const BackwardProblem& problem, void* workspace, cud
   const int head_dim = static_cast<int>(problem.params.head_dim);
   const int block_m = sm90::bwd_block_m(head_dim);
   const WorkspaceLayout w = workspace_layout(problem, block_m);
-  const sm80::BwdParams p = backward_kernel_view(problem, workspace, block_m, sm90::kBwdBlockN);
+  const sm80::BwdParams p =
+      backward_kernel_view(problem, workspace, block_m, sm90::bwd_block_n(head_dim));
   // The dQ accumulators (and deterministic mode's semaphores) start at zero; LSE and D are
   // written in full by the preprocess.
   char* base = static_cast<char*>(workspace);
@@ -90,6 +91,8 @@ Status launch_sm90_backward(const BackwardProblem& problem, void* workspace, cud
     if constexpr (head_dim_built(64)) err = sm90::launch_backward_head_dim<64>(p, bf16, stream);
   } else if (head_dim == 128) {
     if constexpr (head_dim_built(128)) err = sm90::launch_backward_head_dim<128>(p, bf16, stream);
+  } else if (head_dim == 256) {
+    if constexpr (head_dim_built(256)) err = sm90::launch_backward_hd256(p, bf16, stream);
   }
   return launch_status(err, "sm90 backward");
 #endif

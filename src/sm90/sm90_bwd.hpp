@@ -12,13 +12,18 @@
 
 namespace flashcore::sm90 {
 
-inline constexpr int kBwdBlockN = 128;  // keys per CTA
+// Keys per CTA: two consumer warpgroups of 64 keys each (bwd_traits.hpp), or at hd256 one block of
+// 64 keys whose head dims the warpgroups split (bwd256_traits.hpp).
+constexpr int bwd_block_n(int head_dim) { return head_dim <= 128 ? 128 : 64; }
+// Query rows per step of the walk.
 constexpr int bwd_block_m(int head_dim) { return head_dim <= 64 ? 128 : 64; }
 
 // The preprocess, main and convert launches of one backward (bwd_kernel.cuh), defined in
 // sm90_bwd_hd<D>.cu for D = 64 and 128 when the build has them.
 template <int kHeadDim>
 cudaError_t launch_backward_head_dim(const sm80::BwdParams& p, bool bf16, cudaStream_t stream);
+// The same for head dim 256 (bwd256_kernel.cuh, sm90_bwd_hd256.cu).
+cudaError_t launch_backward_hd256(const sm80::BwdParams& p, bool bf16, cudaStream_t stream);
 
 }  // namespace flashcore::sm90
 

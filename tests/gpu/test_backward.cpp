@@ -1,5 +1,5 @@
-// The backward (run_backward; each case on the sm80 backward, head dims 64, 128 and 256, and on the
-// sm90 backward, 64 and 128) against the float64
+// The backward (run_backward; each case on the sm80 backward and on the sm90 backward, head dims
+// 64, 128 and 256) against the float64
 // reference: dQ, dK and dV within the forward's parity tolerance (rel L2 5e-3 fp16, 1e-2 bf16),
 // every element written (poisoned before, padding untouched after), NaN never passing, fully
 // masked rows and unseen keys exactly zero, and deterministic mode bitwise identical run to run
@@ -93,11 +93,9 @@ TEST_P(BackwardTest, MatchesFloat64Reference) {
   check_backward(GetParam());
 }
 
-// The head dims each backward has: the sm80 one 64, 128 and 256, the sm90 one 64 and 128.
-std::vector<int64_t> head_dims_of(Backend backend) {
-  if (backend == Backend::kSm90) return {64, 128};
-  return {64, 128, 256};
-}
+// The head dims each backward has: 64, 128 and 256 on both (the sm90 one's hd256 is a kernel of
+// its own, bwd256_kernel.cuh).
+std::vector<int64_t> head_dims_of(Backend /*backend*/) { return {64, 128, 256}; }
 
 std::vector<BackwardCase> backward_cases_of(Backend backend) {
   std::vector<BackwardCase> cases;
@@ -210,8 +208,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, BackwardA100TileTest, ::testing::ValuesIn(a100_t
                            return info.param.name();
                          });
 
-// Three runs of deterministic mode give the same bits, on each backward (sm80: head dims 64, 128
-// and 256; sm90: 64 and 128), causal and not; 16 key blocks add to each query block (GQA 4:1).
+// Three runs of deterministic mode give the same bits, on each backward (head dims 64, 128 and
+// 256), causal and not; 16 key blocks add to each query block (GQA 4:1).
 struct DeterministicCase {
   Backend backend;
   int64_t head_dim;
@@ -279,6 +277,8 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, BackwardDeterministic,
 TEST(BackwardWorkspace, CallerWorkspaceAndTooSmallOne) {
   FLASHCORE_REQUIRE_GPU();
   BackwardCase c = make_case(DType::kBFloat16, 128, 127, 300, 4, 2);
+  if (const char* pruned = pruned_for(c); pruned[0] != '\0')
+    GTEST_SKIP() << "this build " << pruned;
   BackwardData data(c);
   ASSERT_TRUE(data.forward_status().ok()) << data.forward_status().message;
   const BackwardParams p = data.params();

@@ -165,13 +165,18 @@ int main(int argc, char** argv) {
       // Softcap (Gemma-style cap 30): the tanh and its derivative per score.
       {4, 16, 16, 4096, 128, false, DType::kBFloat16, false, 30.f},
       {4, 32, 32, 4096, 64, true, DType::kBFloat16, false, 30.f},
-      // Head dim 256 (the sm80 backward only).
+      // Head dim 256 (kAuto: the sm90 backward on an H100).
       {4, 16, 16, 4096, 256, false, DType::kBFloat16, false},
       {4, 16, 16, 4096, 256, true, DType::kBFloat16, false},
       {2, 16, 16, 8192, 256, false, DType::kBFloat16, false},
       {2, 16, 16, 8192, 256, true, DType::kBFloat16, false},
       {4, 16, 16, 4096, 256, false, DType::kFloat16, false},
       {4, 16, 16, 4096, 256, true, DType::kBFloat16, true},
+      // ... and on the sm80 backward (what an A100 runs), against which kAuto's choice is made.
+      {4, 16, 16, 4096, 256, false, DType::kBFloat16, false, 0.f, flashcore::Backend::kSm80},
+      {4, 16, 16, 4096, 256, true, DType::kBFloat16, false, 0.f, flashcore::Backend::kSm80},
+      // Softcap at hd256 (the softcap kernel of the sm90 hd256 backward).
+      {4, 16, 16, 4096, 256, true, DType::kBFloat16, false, 30.f},
   };
   bool ok = true;
   const int count = static_cast<int>(sizeof(shapes) / sizeof(shapes[0]));

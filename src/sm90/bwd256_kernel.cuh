@@ -1,0 +1,252 @@
+// The sm90 backward kernel for head dim 256 (the tile: bwd256_traits.hpp; the consumers:
+// bwd256_mainloop.hpp): one CTA per (key block of 64 keys, kv head, batch), warp specialized as
+// the hd64/hd128 kernel (bwd_kernel.cuh), whose walk, preprocess, convert, deterministic turn and
+// bulk reduction it reuses:
+//   - producer warp: K and V once, then per step Q with the rows' LSE and D into a two-stage ring
+//     and dO into a one-stage buffer (the consumers release dO mid-step, Q at its end);
+//   - dQ writer warp: per step, two bulk reductions, one per consumer warpgroup's half of dQ (D
+//     split), out of one 32 KiB staging buffer that the warpgroups fill in turn;
+//   - two consumer warpgroups.
+// Included by sm90_bwd_hd256.cu only.
+#pragma once
+
+#include "sm90/bwd256_mainloop.hpp"
+#include "sm90/bwd256_traits.hpp"
+#include "sm90/bwd_kernel.cuh"
+
+namespace flashcore::sm90 {
+
+template <typename Traits>
+struct Bwd256Load {
+  using SharedStorage = typename Traits::SharedStorage;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+
+  // All 32 lanes of the producer warp: they wait on the rings together, one lane issues copies.
+  __device__ static void run(const BwdKernelParams<Traits>& params, SharedStorage& smem,
+                             typename Traits::PipelineQ& pipe_q,
+                             typename Traits::PipelineDo& pipe_do, const BwdWalk& walk) {
+    const sm80::BwdParams& p = params.p;
+    if (walk.steps == 0) return;
+    const bool issuer = cute::elect_one_sync();
+    Tensor mQ =
+        params.tma_q.get_tma_tensor(make_shape(p.seqlen_q, int{kHeadDim}, p.heads_q, p.batch));
+    Tensor mdO =
+        params.tma_do.get_tma_tensor(make_shape(p.seqlen_q, int{kHeadDim}, p.heads_q, p.batch));
+    Tensor mK =
+        params.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int{kHeadDim}, p.heads_kv, p.batch));
+    Tensor mV =
+        params.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int{kHeadDim}, p.heads_kv, p.batch));
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(smem.d_o.data()), typename Traits::SmemLayoutDo{});
+    Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
+    Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutK{});
+    using KvTile = Shape<Int<kBlockN>, Int<kHeadDim>>;
+    using QTile = Shape<Int<kBlockM>, Int<kHeadDim>>;
+
+    if (issuer) {
+      cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_do.get_tma_descriptor());
+      Tensor gK =
+          local_tile(mK(_, _, walk.kv_head, walk.batch), KvTile{}, make_coord(walk.n_block, _0{}));
+      Tensor gV =
+          local_tile(mV(_, _, walk.kv_head, walk.batch), KvTile{}, make_coord(walk.n_block, _0{}));
+      auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                                   group_modes<0, 2>(gK));
+      auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
+                                   group_modes<0, 2>(gV));
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.kv_full,
+                                                                     2 * Traits::kKBytes);
+      copy(params.tma_k.with(smem.kv_full, 0), get<0>(k_views), get<1>(k_views));
+      copy(params.tma_v.with(smem.kv_full, 0), get<0>(v_views), get<1>(v_views));
+    }
+
+    auto write_q = cutlass::make_producer_start_state<typename Traits::PipelineQ>();
+    auto write_do = cutlass::make_producer_start_state<typename Traits::PipelineDo>();
+    for (int step = 0; step < walk.steps; ++step) {
+      const int head = walk.head(step);
+      const int m_block = walk.m_block(step);
+      Tensor gQ = local_tile(mQ(_, _, head, walk.batch), QTile{}, make_coord(m_block, _0{}));
+      Tensor gdO = local_tile(mdO(_, _, head, walk.batch), QTile{}, make_coord(m_block, _0{}));
+      pipe_q.producer_acquire(write_q);
+      if (issuer) {
+        uint64_t* full = pipe_q.producer_get_barrier(write_q);
+        auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                     group_modes<0, 2>(gQ));
+        copy(params.tma_q.with(*full, 0), get<0>(q_views), get<1>(q_views)(_, write_q.index()));
+        // LSE and D rows: the workspace pads them to whole query blocks (16-byte aligned).
+        const int64_t rows =
+            (static_cast<int64_t>(walk.batch) * p.heads_q + head) * p.seqlen_q_rounded +
+            m_block * kBlockM;
+        cute::SM90_BULK_COPY_G2S::copy(p.lse_log2 + rows, full, smem.lse[write_q.index()],
+                                       Traits::kRowStatBytes);
+        cute::SM90_BULK_COPY_G2S::copy(p.delta + rows, full, smem.delta[write_q.index()],
+                                       Traits::kRowStatBytes);
+      }
+      ++write_q;
+      pipe_do.producer_acquire(write_do);
+      if (issuer) {
+        uint64_t* full = pipe_do.producer_get_barrier(write_do);
+        auto do_views = tma_partition(params.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO),
+                                      group_modes<0, 2>(gdO));
+        copy(params.tma_do.with(*full, 0), get<0>(do_views), get<1>(do_views));
+      }
+      ++write_do;
+    }
+    // Keeps the warp alive until the consumers released every stage it filled.
+    pipe_q.producer_tail(write_q);
+    pipe_do.producer_tail(write_do);
+  }
+};
+
+// The dQ writer warp (bwd_kernel.cuh's write_dq, with the tile in two halves): per step, warpgroup
+// 1's half, then warpgroup 0's, each added to its half of the workspace's tile (DqTileOrder) with
+// one bulk reduction once staged, and the buffer handed to the other warpgroup once read (with
+// that warpgroup's kDqEmpty, on which the warpgroup that staged arrives too). In
+// deterministic mode the step's turn is taken before the first half and passed after the second
+// has completed.
+template <typename Traits>
+__device__ void write_dq256(const sm80::BwdParams& p, typename Traits::SharedStorage& smem,
+                            const BwdWalk& walk) {
+  if (walk.steps == 0) return;
+  // kDqFull: this warp and the staging warpgroup; kDqEmpty: this warp and both consumer
+  // warpgroups (bwd256_mainloop.hpp, stage_dq).
+  constexpr uint32_t kFullThreads = kWarpgroupThreads + cutlass::NumThreadsPerWarp;
+  constexpr uint32_t kEmptyThreads = Traits::kConsumerThreads + cutlass::NumThreadsPerWarp;
+  constexpr int kHalfBytes = Traits::kDqHalfFloats * static_cast<int>(sizeof(float));
+  const bool issuer = cute::elect_one_sync();
+  const bool deterministic = p.dq_semaphore != nullptr;
+  // The buffer starts empty, warpgroup 1's turn; each later hand-over matches one wait.
+  cutlass::arch::NamedBarrier::arrive(kEmptyThreads, barrier_id(Bwd256BarrierId::kDqEmpty0, 1));
+  for (int step = 0; step < walk.steps; ++step) {
+    const int m_block = walk.m_block(step);
+    const int row0 = m_block * Traits::kBlockM;
+    const int64_t head_row = static_cast<int64_t>(walk.batch) * p.heads_q + walk.head(step);
+    int* const semaphore =
+        deterministic ? p.dq_semaphore + head_row * p.num_m_blocks + m_block : nullptr;
+    float* accum = p.dq_accum + (head_row * p.seqlen_q_rounded + row0) * Traits::kHeadDim;
+    CUTLASS_PRAGMA_UNROLL
+    for (int turn = 0; turn < 2; ++turn) {
+      const int warpgroup = 1 - turn;
+      cutlass::arch::NamedBarrier::sync(kFullThreads,
+                                        barrier_id(Bwd256BarrierId::kDqFull0, warpgroup));
+      if (issuer) {
+        if (deterministic && turn == 0) {
+          wait_for_dq_turn(semaphore,
+                           sm80::dq_turn<Traits::kBlockM, Traits::kBlockN>(p, row0, walk.n_block));
+        }
+        bulk_reduce_add_f32(accum + warpgroup * Traits::kDqHalfFloats, smem.dq, kHalfBytes);
+        cute::tma_store_arrive();   // commit the bulk group
+        cute::tma_store_wait<0>();  // ... and wait until its reads of the staging buffer are done
+      }
+      __syncwarp();
+      if (turn == 0) {
+        cutlass::arch::NamedBarrier::arrive(kEmptyThreads,
+                                            barrier_id(Bwd256BarrierId::kDqEmpty0, 0));
+      } else if (step + 1 < walk.steps) {
+        cutlass::arch::NamedBarrier::arrive(kEmptyThreads,
+                                            barrier_id(Bwd256BarrierId::kDqEmpty0, 1));
+      }
+    }
+    if (deterministic && issuer) pass_dq_turn(semaphore);
+  }
+  // The reductions themselves (not only their reads) complete before the warp exits.
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
+template <typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    bwd256_kernel(const __grid_constant__ BwdKernelParams<Traits> params) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using PipelineQ = typename Traits::PipelineQ;
+  using PipelineDo = typename Traits::PipelineDo;
+  using SharedStorage = typename Traits::SharedStorage;
+  extern __shared__ __align__(1024) char smem_bytes[];
+  SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_bytes);
+
+  const int warpgroup = cutlass::canonical_warp_group_idx();
+  const bool is_producer = warpgroup == 0;
+  const int warp_in_warpgroup = cutlass::canonical_warp_idx_sync() % 4;
+  PipelineQ pipe_q(
+      smem.pipeline_q,
+      tma_pipeline_params<PipelineQ>(is_producer, Traits::kConsumerThreads, Traits::kQStageBytes),
+      Shape<_1, _1, _1>{});
+  PipelineDo pipe_do(
+      smem.pipeline_do,
+      tma_pipeline_params<PipelineDo>(is_producer, Traits::kConsumerThreads, Traits::kQBytes),
+      Shape<_1, _1, _1>{});
+  if (threadIdx.x == 0) cutlass::arch::ClusterTransactionBarrier::init(&smem.kv_full, 1);
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  const BwdWalk walk = BwdWalk::of<Traits::kBlockM, Traits::kBlockN>(params.p);
+  if (is_producer) {
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
+    if (warp_in_warpgroup == 0) {
+      Bwd256Load<Traits>::run(params, smem, pipe_q, pipe_do, walk);
+    } else if (warp_in_warpgroup == 1) {
+      write_dq256<Traits>(params.p, smem, walk);
+    }
+    return;
+  }
+  cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
+  Bwd256Mainloop<Traits> mainloop;
+  mainloop.run(params, smem, pipe_q, pipe_do, walk, threadIdx.x - kWarpgroupThreads);
+#endif
+}
+
+// Preprocess, this kernel, convert (bwd_kernel.cuh's launch_backward with this tile).
+template <typename Element, bool kSoftcap>
+cudaError_t launch_backward256(const sm80::BwdParams& p, cudaStream_t stream) {
+  using Traits = Bwd256Traits<Element, kSoftcap>;
+  using CudaElement =
+      std::conditional_t<std::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
+  using RowTraits = sm80::BwdTraits<CudaElement, Traits::kHeadDim>;
+  static_assert(Traits::kBlockM % (sm80::kPreprocessThreads / RowTraits::kChunksPerRow) == 0,
+                "the preprocess grid covers seqlen_q_rounded exactly");
+  if (cudaError_t err = sm80::launch_bwd_preprocess<RowTraits>(p, stream); err != cudaSuccess) {
+    return err;
+  }
+  BwdKernelParams<Traits> params{};
+  params.p = p;
+  auto q_tensor =
+      bwd_gmem_tensor<Traits>(p.q, p.seqlen_q, p.heads_q, p.batch, p.q_seq, p.q_head, p.q_batch);
+  auto do_tensor = bwd_gmem_tensor<Traits>(p.d_o, p.seqlen_q, p.heads_q, p.batch, p.do_seq,
+                                           p.do_head, p.do_batch);
+  auto k_tensor =
+      bwd_gmem_tensor<Traits>(p.k, p.seqlen_k, p.heads_kv, p.batch, p.k_seq, p.k_head, p.k_batch);
+  auto v_tensor =
+      bwd_gmem_tensor<Traits>(p.v, p.seqlen_k, p.heads_kv, p.batch, p.v_seq, p.v_head, p.v_batch);
+  using QTile = Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDim>>;
+  using KvTile = Shape<Int<Traits::kBlockN>, Int<Traits::kHeadDim>>;
+  const typename Traits::SmemLayoutDo q_smem{};
+  params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, q_tensor, q_smem, QTile{}, _1{});
+  params.tma_do = make_tma_copy(SM90_TMA_LOAD{}, do_tensor, q_smem, QTile{}, _1{});
+  params.tma_k =
+      make_tma_copy(SM90_TMA_LOAD{}, k_tensor, typename Traits::SmemLayoutK{}, KvTile{}, _1{});
+  params.tma_v =
+      make_tma_copy(SM90_TMA_LOAD{}, v_tensor, typename Traits::SmemLayoutK{}, KvTile{}, _1{});
+
+  auto kernel = bwd256_kernel<Traits>;
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
+  if (configured != cudaSuccess) return configured;
+  detail::LaunchShape shape;
+  shape.grid = dim3(static_cast<unsigned>(p.num_n_blocks), static_cast<unsigned>(p.heads_kv),
+                    static_cast<unsigned>(p.batch));
+  shape.threads = Traits::kThreads;
+  shape.smem_bytes = Traits::kSmemBytes;
+  if (cudaError_t err = detail::launch_kernel(kernel, shape, stream, params); err != cudaSuccess) {
+    return err;
+  }
+  return launch_bwd_convert<Traits, CudaElement>(p, stream);
+}
+
+template <typename Element>
+cudaError_t launch_backward256_softcap(const sm80::BwdParams& p, cudaStream_t stream) {
+  return p.softcapped ? launch_backward256<Element, true>(p, stream)
+                      : launch_backward256<Element, false>(p, stream);
+}
+
+}  // namespace flashcore::sm90
