@@ -10,8 +10,9 @@
 //    skipped by both sides; O and LSE ([Hq, total_q]) are stored for the sequence's rows only;
 //  - a row that sees nothing gets O = 0 and LSE = -inf (the sink's logit with sinks).
 // Templated on the mods, as the sm80 flex kernel: the library instantiates it with the built-ins
-// selected at run time. One tile shape (FlexTraits: 128 query rows, 128-key tiles), never split,
-// always the dynamic schedule (tiles differ in work).
+// selected at run time. One tile shape (FlexTraits: 128 query rows, 128-key tiles; BlockMasks of
+// 64-key blocks fill a tile with two of them), never split, always the dynamic schedule (tiles
+// differ in work).
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -55,7 +56,7 @@ struct FlexStorage {
   using Walk = detail::KvTileWalk<Traits::kBlockN>;
   using TileState = typename FlexSteps<Traits, Mask, ScoreMod>::TileState;
   typename Traits::SharedStorage base;
-  int steps[Traits::kStages];                            // FlexStep of each K stage
+  int steps[2][Traits::kStages];  // FlexStep of each K stage; a paired step's second words
   alignas(16) unsigned char walk[sizeof(Walk)];          // the producer's walk of its tile
   alignas(16) unsigned char tile[2][sizeof(TileState)];  // each consumer warpgroup's tile state
 };
@@ -161,8 +162,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
     cutlass::arch::NamedBarrier::sync(kWarpgroupThreads, wg_barrier);
     const bool fold_scale = identity_score_mod(fp.flex.score_mod) && fp.flex.scale > 0.f;
-    Steps steps{smem.steps,    tile_state, mma.warpgroup,
-                fp.flex.scale, fold_scale, fold_scale ? fp.flex.scale * kLog2e : 1.f};
+    Steps steps{&smem.steps[0][0], tile_state, mma.warpgroup,
+                fp.flex.scale,     fold_scale, fold_scale ? fp.flex.scale * kLog2e : 1.f};
     pipeline_q.consumer_wait(read_q);
     OnlineSoftmax<1> softmax;
     mma.run_steps(steps, num_steps, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, softmax,
@@ -204,8 +205,18 @@ cudaError_t launch_flex_kernel(const LaunchArgs& in, const FlexArgs<Mask, ScoreM
   // The descriptors see a varlen batch as one sequence of every packed row.
   LaunchArgs tma = in;
   if (flex.cu_seqlens_q != nullptr) tma.args.batch = 1;
-  FlexParams<Traits, Mask, ScoreMod> fp{make_fwd_params<Traits>(tma), flex};
+  FlexParams<Traits, Mask, ScoreMod> fp{make_fwd_params<Traits>(tma), flex, {}, {}};
   fp.fwd.args = in.args;
+  if (flex.block_mask.kv_num_blocks != nullptr &&
+      flex.block_mask.kv_block_size % Traits::kBlockN != 0) {
+    // Steps of two 64-key blocks (flex_load.hpp): K and V a block at a time.
+    using Half = FlexHalfTma<Traits>;
+    const int d = tma.args.head_dim, b = tma.args.batch;
+    fp.tma_k_half = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(tma.k, d, b),
+                                  typename Half::SmemLayoutK{}, typename Half::HalfShape{}, _1{});
+    fp.tma_v_half = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(tma.v, d, b),
+                                  typename Half::SmemLayoutV{}, typename Half::HalfShape{}, _1{});
+  }
   detail::LaunchShape shape;
   shape.grid = dim3(static_cast<unsigned>(in.num_ctas));
   shape.threads = Traits::kThreads;
