@@ -51,17 +51,18 @@ __device__ __forceinline__ bool identity_score_mod(const ScoreMod& score_mod) {
   }
 }
 
-template <typename Traits, typename Mask, typename ScoreMod>
+template <typename Traits, typename Mask, typename ScoreMod, bool kPaired>
 struct FlexStorage {
   using Walk = detail::KvTileWalk<Traits::kBlockN>;
-  using TileState = typename FlexSteps<Traits, Mask, ScoreMod>::TileState;
+  using TileState = typename FlexSteps<Traits, Mask, ScoreMod, kPaired>::TileState;
   typename Traits::SharedStorage base;
-  int steps[2][Traits::kStages];  // FlexStep of each K stage; a paired step's second words
-  alignas(16) unsigned char walk[sizeof(Walk)];          // the producer's walk of its tile
+  int steps[kPaired ? 2 : 1][Traits::kStages];   // FlexStep of each K stage (paired: two words)
+  alignas(16) unsigned char walk[sizeof(Walk)];  // the producer's walk of its tile
   alignas(16) unsigned char tile[2][sizeof(TileState)];  // each consumer warpgroup's tile state
 };
 
-template <typename Traits, typename Mask, typename ScoreMod>
+// kPaired: BlockMasks of 64-key blocks, two to a step (flex_load.hpp).
+template <typename Traits, typename Mask, typename ScoreMod, bool kPaired>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     flex_fwd_kernel(const __grid_constant__ FlexParams<Traits, Mask, ScoreMod> fp) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -69,8 +70,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                 "FlexSteps and FlexStep::Rows assume two 64-row warpgroups, one CTA");
   using Pipeline = typename Traits::Pipeline;
   using PipelineQ = typename Traits::PipelineQ;
-  using Storage = FlexStorage<Traits, Mask, ScoreMod>;
-  using Steps = FlexSteps<Traits, Mask, ScoreMod>;
+  using Storage = FlexStorage<Traits, Mask, ScoreMod, kPaired>;
+  using Steps = FlexSteps<Traits, Mask, ScoreMod, kPaired>;
   using TileState = typename Steps::TileState;
   extern __shared__ __align__(1024) char smem_bytes[];
   Storage& smem = *reinterpret_cast<Storage*>(smem_bytes);
@@ -94,7 +95,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
     if (warp_in_warpgroup == 0) {
-      FlexLoad<Traits, Mask, ScoreMod, Storage>::run(fp, smem, pipeline_q, pipeline_k, pipeline_v);
+      FlexLoad<Traits, Mask, ScoreMod, Storage, kPaired>::run(fp, smem, pipeline_q, pipeline_k,
+                                                              pipeline_v);
     }
     return;
   }
@@ -186,19 +188,19 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #endif
 }
 
-template <typename Traits, typename Mask, typename ScoreMod>
+template <typename Traits, typename Mask, typename ScoreMod, bool kPaired = true>
 constexpr int flex_smem_bytes() {
-  return static_cast<int>(sizeof(FlexStorage<Traits, Mask, ScoreMod>));
+  return static_cast<int>(sizeof(FlexStorage<Traits, Mask, ScoreMod, kPaired>));
 }
 
 // The launch of one instantiation: TMA descriptors over the packed tensors (batch 1 for varlen),
 // the shared-memory limit, the persistent grid of in.num_ctas CTAs.
-template <typename Traits, typename Mask, typename ScoreMod>
+template <typename Traits, bool kPaired, typename Mask, typename ScoreMod>
 cudaError_t launch_flex_kernel(const LaunchArgs& in, const FlexArgs<Mask, ScoreMod>& flex,
                                cudaStream_t stream) {
-  constexpr int kSmemBytes = flex_smem_bytes<Traits, Mask, ScoreMod>();
+  constexpr int kSmemBytes = flex_smem_bytes<Traits, Mask, ScoreMod, kPaired>();
   static_assert(kSmemBytes <= Traits::kSmemLimitBytes);
-  const auto kernel = flex_fwd_kernel<Traits, Mask, ScoreMod>;
+  const auto kernel = flex_fwd_kernel<Traits, Mask, ScoreMod, kPaired>;
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (configured != cudaSuccess) return configured;
@@ -207,8 +209,7 @@ cudaError_t launch_flex_kernel(const LaunchArgs& in, const FlexArgs<Mask, ScoreM
   if (flex.cu_seqlens_q != nullptr) tma.args.batch = 1;
   FlexParams<Traits, Mask, ScoreMod> fp{make_fwd_params<Traits>(tma), flex, {}, {}};
   fp.fwd.args = in.args;
-  if (flex.block_mask.kv_num_blocks != nullptr &&
-      flex.block_mask.kv_block_size % Traits::kBlockN != 0) {
+  if constexpr (kPaired) {
     // Steps of two 64-key blocks (flex_load.hpp): K and V a block at a time.
     using Half = FlexHalfTma<Traits>;
     const int d = tma.args.head_dim, b = tma.args.batch;

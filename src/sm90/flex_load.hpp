@@ -13,7 +13,8 @@
 //
 // BlockMasks of 64-key blocks keep the 128-key tile (full-size wgmmas): a step then covers two
 // listed blocks, one per half of the stage, which need not be adjacent (two 64-row TMA boxes of K
-// and of V, FlexHalfTma), and its record is two words, one per half (FlexStep::paired).
+// and of V, FlexHalfTma), and its record is two words, one per half. That is a kernel of its own
+// (kPaired), so that the 128-key walk's kernel is the code it was.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -41,13 +42,10 @@ struct FlexStep {
   enum Masking : int { kSkip = 0, kPartial = 1, kFull = 2, kClassify = 3 };  // kClassify: dense
   enum Rows : int { kBoth = 0, kWarpgroup0 = 1, kWarpgroup1 = 2 };
 
-  __host__ __device__ static constexpr int pack(int tile, int rows, int masking, bool all_visible,
-                                                bool paired = false) {
-    return tile << 6 | static_cast<int>(paired) << 5 | static_cast<int>(all_visible) << 4 |
-           rows << 2 | masking;
+  __host__ __device__ static constexpr int pack(int tile, int rows, int masking, bool all_visible) {
+    return tile << 5 | static_cast<int>(all_visible) << 4 | rows << 2 | masking;
   }
-  __host__ __device__ static constexpr int tile(int step) { return step >> 6; }
-  __host__ __device__ static constexpr bool paired(int step) { return (step >> 5) & 1; }
+  __host__ __device__ static constexpr int tile(int step) { return step >> 5; }
   __host__ __device__ static constexpr bool all_visible(int step) { return (step >> 4) & 1; }
   __host__ __device__ static constexpr int rows(int step) { return (step >> 2) & 3; }
   __host__ __device__ static constexpr int masking(int step) { return step & 3; }
@@ -120,9 +118,9 @@ __device__ __forceinline__ int paired_first(const detail::KvTileWalk<kKeys>& wal
   return start;  // not reached for i < paired_count
 }
 
-// The two words of paired step i (flex_step's records of its 64-key blocks): the first marked
-// paired, with all_visible only if both halves are; an empty second half is kSkip, and its load
-// is the block past the keys (the TMA fills it with zeros: no memory traffic).
+// The two words of paired step i (flex_step's records of its 64-key blocks): the first with
+// all_visible only if both halves are; an empty second half is kSkip, and its load is the block
+// past the keys (the TMA fills it with zeros: no memory traffic).
 template <int kTileRows, int kKeys, typename Mask>
 __device__ __forceinline__ int2 flex_paired_step(const detail::KvTileWalk<kKeys>& walk, int i,
                                                  const Mask& mask, int b, int h, int row_begin,
@@ -135,9 +133,7 @@ __device__ __forceinline__ int2 flex_paired_step(const detail::KvTileWalk<kKeys>
       has_second ? flex_step<kTileRows>(walk, first + 1, mask, b, h, row_begin, seqlen_q, seqlen_k)
                  : FlexStep::pack(past_keys, FlexStep::rows(a), FlexStep::kSkip, false);
   const bool all = FlexStep::all_visible(a) && FlexStep::all_visible(second);
-  return {FlexStep::pack(FlexStep::tile(a), FlexStep::rows(a), FlexStep::masking(a), all,
-                         /*paired=*/true),
-          second};
+  return {FlexStep::pack(FlexStep::tile(a), FlexStep::rows(a), FlexStep::masking(a), all), second};
 }
 
 // The TMA copies of one 64-key block into either half of a K or V stage: rows [0, 64) of the
@@ -178,7 +174,8 @@ __device__ __forceinline__ detail::KvTileWalk<kKeys> flex_walk(
 // The tile ring's payload for a varlen tile past its sequence (else the tile's number of steps).
 inline constexpr int kNoRows = -1;
 
-template <typename Traits, typename Mask, typename ScoreMod, typename Storage>
+// kPaired: BlockMasks of 64-key blocks, two to a step (flex_paired_step).
+template <typename Traits, typename Mask, typename ScoreMod, typename Storage, bool kPaired>
 struct FlexLoad {
   using Pipeline = typename Traits::Pipeline;
   using PipelineState = typename Pipeline::PipelineState;
@@ -208,10 +205,7 @@ struct FlexLoad {
     Tensor sQ = make_tensor(make_smem_ptr(smem.base.q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.base.k.data()), typename Traits::SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(smem.base.v.data()), typename Traits::SmemLayoutV{});
-    // BlockMasks of 64-key blocks: steps of two blocks (flex_paired_step).
-    const bool paired = fp.flex.block_mask.kv_num_blocks != nullptr &&
-                        fp.flex.block_mask.kv_block_size % Traits::kBlockN != 0;
-    if (issuer && paired) {
+    if (issuer && kPaired) {
       cute::prefetch_tma_descriptor(fp.tma_k_half.get_tma_descriptor());
       cute::prefetch_tma_descriptor(fp.tma_v_half.get_tma_descriptor());
     }
@@ -235,8 +229,7 @@ struct FlexLoad {
         continue;
       }
       // The tile's walk and loads, for 128-key tiles or for pairs of 64-key blocks (kPaired).
-      auto run_tile = [&](auto paired_tag) {
-        constexpr bool kPaired = decltype(paired_tag)::value;
+      auto run_tile = [&]() {
         using TileWalk = detail::KvTileWalk<kPaired ? FlexHalfTma<Traits>::kKeys : Traits::kBlockN>;
         static_assert(sizeof(TileWalk) == sizeof(Walk));
         TileWalk& walk = *reinterpret_cast<TileWalk*>(smem.walk);
@@ -293,14 +286,16 @@ struct FlexLoad {
             const int mine = i + static_cast<int>(threadIdx.x % 32);
             const auto mask = flex::bind_seqlens(fp.flex.mask, seq.seqlen_q, seq.seqlen_k);
             const int row_begin = tile.m_block * Traits::kBlockM;
-            if (mine >= num_steps) {
-              records = {0, 0};
-            } else if constexpr (kPaired) {
-              records = flex_paired_step<Traits::kBlockM>(walk, mine, mask, tile.batch, tile.head,
-                                                          row_begin, seq.seqlen_q, seq.seqlen_k);
+            if constexpr (kPaired) {
+              records = mine < num_steps ? flex_paired_step<Traits::kBlockM>(
+                                               walk, mine, mask, tile.batch, tile.head, row_begin,
+                                               seq.seqlen_q, seq.seqlen_k)
+                                         : int2{0, 0};
             } else {
-              records.x = flex_step<Traits::kBlockM>(walk, mine, mask, tile.batch, tile.head,
-                                                     row_begin, seq.seqlen_q, seq.seqlen_k);
+              records.x = mine < num_steps
+                              ? flex_step<Traits::kBlockM>(walk, mine, mask, tile.batch, tile.head,
+                                                           row_begin, seq.seqlen_q, seq.seqlen_k)
+                              : 0;
             }
           }
           int2 step;
@@ -315,7 +310,7 @@ struct FlexLoad {
           smem.base.pipeline_k.empty_barrier_[write_k.index()].wait(write_k.phase());
           if (threadIdx.x == 0) {
             smem.steps[0][write_k.index()] = step.x;
-            if (kPaired) smem.steps[1][write_k.index()] = step.y;
+            if constexpr (kPaired) smem.steps[kPaired][write_k.index()] = step.y;
           }
           pipeline_k.producer_acquire(write_k);
           if (issuer) {
@@ -364,11 +359,7 @@ struct FlexLoad {
           load_v(step);
         }
       };
-      if (paired) {
-        run_tile(cute::true_type{});
-      } else {
-        run_tile(cute::false_type{});
-      }
+      run_tile();
     }
     pipeline_q.producer_tail(write_q);
     pipeline_k.producer_tail(write_k);

@@ -29,7 +29,8 @@
 
 namespace flashcore::sm90 {
 
-template <typename Traits, typename Mask, typename ScoreMod>
+// kPaired: steps of two 64-key blocks (flex_load.hpp), each half with its own first key.
+template <typename Traits, typename Mask, typename ScoreMod, bool kPaired = false>
 struct FlexSteps {
   static constexpr int kHalves = 2;
   static constexpr int kHalfKeys = Traits::kBlockN / kHalves;
@@ -38,8 +39,16 @@ struct FlexSteps {
 
   struct Step {
     uint32_t bits[kHalves][1];
-    int key0[kHalves];  // each half's first key (a 128-key tile's: 64 apart)
+    int key0[kPaired ? kHalves : 1];  // each half's first key, or the tile's
   };
+  // The first key of half h of a step.
+  __device__ static int half_key0(const Step& step, int h) {
+    if constexpr (kPaired) {
+      return step.key0[h];
+    } else {
+      return step.key0[0] + h * kHalfKeys;
+    }
+  }
 
   // What the steps of one tile need, per consumer warpgroup in shared memory (written by its
   // first thread at the tile's start): the loop keeps O, S and P in registers and has none to
@@ -83,10 +92,9 @@ struct FlexSteps {
   __device__ __forceinline__ Step begin(int /*i*/, int stage) const {
     const int record = records[stage];
     Step step;
-    const bool paired = FlexStep::paired(record);
-    const int second = paired ? records[Traits::kStages + stage] : 0;
-    step.key0[0] = FlexStep::tile(record) * (paired ? kHalfKeys : Traits::kBlockN);
-    step.key0[1] = paired ? FlexStep::tile(second) * kHalfKeys : step.key0[0] + kHalfKeys;
+    const int second = kPaired ? records[Traits::kStages + stage] : 0;
+    step.key0[0] = FlexStep::tile(record) * (kPaired ? kHalfKeys : Traits::kBlockN);
+    if constexpr (kPaired) step.key0[kHalves - 1] = FlexStep::tile(second) * kHalfKeys;
     if (FlexStep::all_visible(record)) {
 #pragma unroll
       for (int half = 0; half < kHalves; ++half) step.bits[half][0] = ~0u;
@@ -123,11 +131,11 @@ struct FlexSteps {
 #pragma unroll
     for (int half = 0; half < kHalves; ++half) {
       // A paired step's empty second half (an odd run of blocks): nothing there is visible.
-      if (half == 1 && paired && FlexStep::masking(second) == FlexStep::kSkip) {
+      if (kPaired && half == 1 && FlexStep::masking(second) == FlexStep::kSkip) {
         step.bits[half][0] = 0u;
       } else {
-        detail::visible_elements<Mask, 1, kHalfTiles>(tile_masking, tile.mask,
-                                                      place(step.key0[half]), step.bits[half]);
+        detail::visible_elements<Mask, 1, kHalfTiles>(
+            tile_masking, tile.mask, place(half_key0(step, half)), step.bits[half]);
       }
     }
     return step;
@@ -163,7 +171,7 @@ struct FlexSteps {
     // Element i's key: its half's first key, then its n tile within the half.
     const int kv_lane = 2 * (thread % 4);
     const auto kv_of = [&](int i) {
-      return step.key0[i / kPerHalf] + kv_lane + 8 * ((i / 4) % kHalfTiles) + i % 2;
+      return half_key0(step, i / kPerHalf) + kv_lane + 8 * ((i / 4) % kHalfTiles) + i % 2;
     };
     if constexpr (kBuiltinScoreMod) {
       // The built-in score_mod in passes over every element (common/flex_builtin.hpp), then the
