@@ -28,6 +28,17 @@ causal_bm = flashcore.BlockMask(own_causal_bm.kv_num_blocks, own_causal_bm.kv_in
                                 own_causal_bm.mask_mod)
 docs = {n: (pos // n).int()[None].expand(B, S).contiguous() for n in (128, 1024)}
 doc_bm = {n: flashcore.create_block_mask(mods.documents(docs[n]), B, None, S, S) for n in docs}
+
+
+# BlockMasks of 64-key blocks (torch's default BLOCK_SIZE; sm90 runs two to a step), walked.
+def walked(own):
+    return flashcore.BlockMask(own.kv_num_blocks, own.kv_indices, own.full_kv_num_blocks,
+                               own.full_kv_indices, own.BLOCK_SIZE, own.seq_lengths, own.mask_mod)
+
+
+blocks64 = {bs: walked(flashcore.create_block_mask(mods.causal(), None, None, S, S, BLOCK_SIZE=bs))
+            for bs in (64, (128, 64))}
+doc64_bm = flashcore.create_block_mask(mods.documents(docs[1024]), B, None, S, S, BLOCK_SIZE=64)
 sinks = torch.full((H,), -1e4, device="cuda")  # time_flex.py's: present, but no weight
 
 
@@ -59,6 +70,12 @@ cases = [  # name, visible (real) FLOPs, fn
      lambda: flashcore.flex_attention(q, k, v, block_mask=doc_bm[1024], backend=BACKEND)),
     ("flex documents 128 (non-causal)", 4.0 * B * H * S * 128 * D,
      lambda: flashcore.flex_attention(q, k, v, block_mask=doc_bm[128], backend=BACKEND)),
+    ("flex causal BlockMask 64", 2.0 * B * H * S * S * D,
+     lambda: flashcore.flex_attention(q, k, v, block_mask=blocks64[64], backend=BACKEND)),
+    ("flex causal BlockMask q128 kv64", 2.0 * B * H * S * S * D,
+     lambda: flashcore.flex_attention(q, k, v, block_mask=blocks64[128, 64], backend=BACKEND)),
+    ("flex documents 1024 BlockMask 64", 4.0 * B * H * S * 1024 * D,
+     lambda: flashcore.flex_attention(q, k, v, block_mask=doc64_bm, backend=BACKEND)),
     ("flex no mask, sinks", 4.0 * B * H * S * S * D,
      lambda: flashcore.flex_attention(q, k, v, sinks=sinks, backend=BACKEND)),
     ("dense non-causal B4 S4096", 4.0 * B * H * S * S * D,

@@ -98,10 +98,13 @@ const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
     return "runs varlen and flex problems on one tile; pass tile auto or large";
   }
   const flex::BlockMask& m = a.flex.block_mask;
+  // kv blocks of 64 keys fill a 128-key tile two at a time (flex_load.hpp, paired steps).
   if (a.flex.has_block_mask() && (m.q_block_size % (sm90::kFlexTileRows / 2) != 0 ||
-                                  m.kv_block_size % sm90::kFlexTileKeys != 0)) {
-    return "runs BlockMasks whose q_block_size is a multiple of 64 and kv_block_size a multiple "
-           "of 128 (its 128-key tiles); backend sm80 (or auto) runs kv blocks of 64";
+                                  (m.kv_block_size % sm90::kFlexTileKeys != 0 &&
+                                   m.kv_block_size != sm90::kFlexTileKeys / 2))) {
+    return "runs BlockMasks whose q_block_size is a multiple of 64 and kv_block_size 64 or a "
+           "multiple of 128 (its 128-key tiles); backend sm80 (or auto) runs other multiples of "
+           "64";
   }
   if (const char* why = sm90::qkv_tma_rejects(a, /*packed=*/is_varlen(a))) return why;
 #if FLASHCORE_HAS_SM90

@@ -26,13 +26,19 @@ cudaError_t launch_flex_dtype(const LaunchArgs& in, const BuiltinFlexArgs& flex,
     // Without a score_mod, a kernel that has none: the built-in one's per-element paths (ALiBi's
     // loads, softcap's division and tanh, which are calls) take registers from the whole loop,
     // and the O accumulator went to local memory in both paths when they shared one kernel.
+    // BlockMasks of 64-key blocks: the paired kernels (two blocks to a step, flex_load.hpp), so
+    // that the 128-key walk's kernels stay the code they were.
+    const bool paired = flex.block_mask.kv_num_blocks != nullptr &&
+                        flex.block_mask.kv_block_size % Traits::kBlockN != 0;
     if (flex.score_mod.is_identity()) {
       const FlexArgs<flex::BuiltinMask, flex::NoScoreMod> plain{
           flex.mask,  flex::NoScoreMod{}, flex.scale,       flex.block_mask,
           flex.sinks, flex.cu_seqlens_q,  flex.cu_seqlens_k};
-      return launch_flex_kernel<Traits>(in, plain, stream);
+      return paired ? launch_flex_kernel<Traits, true>(in, plain, stream)
+                    : launch_flex_kernel<Traits, false>(in, plain, stream);
     }
-    return launch_flex_kernel<Traits>(in, flex, stream);
+    return paired ? launch_flex_kernel<Traits, true>(in, flex, stream)
+                  : launch_flex_kernel<Traits, false>(in, flex, stream);
   }
 }
 
@@ -47,7 +53,8 @@ template <int kHeadDim>
 int flex_smem_bytes_head_dim(bool bf16) {
   using Mask = flex::BuiltinMask;
   using ScoreMod = flex::BuiltinScoreMod;
-  // The larger of the two kernels' (the built-in score_mod's state is the larger).
+  // The largest of the kernels' (the built-in score_mod's state is the larger, and the paired
+  // kernels' step words).
   static_assert(sizeof(flex::NoScoreMod) <= sizeof(ScoreMod));
   return bf16 ? flex_smem_bytes<FlexTraits<cutlass::bfloat16_t, kHeadDim>, Mask, ScoreMod>()
               : flex_smem_bytes<FlexTraits<cutlass::half_t, kHeadDim>, Mask, ScoreMod>();

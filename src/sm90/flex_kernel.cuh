@@ -10,8 +10,9 @@
 //    skipped by both sides; O and LSE ([Hq, total_q]) are stored for the sequence's rows only;
 //  - a row that sees nothing gets O = 0 and LSE = -inf (the sink's logit with sinks).
 // Templated on the mods, as the sm80 flex kernel: the library instantiates it with the built-ins
-// selected at run time. One tile shape (FlexTraits: 128 query rows, 128-key tiles), never split,
-// always the dynamic schedule (tiles differ in work).
+// selected at run time. One tile shape (FlexTraits: 128 query rows, 128-key tiles; BlockMasks of
+// 64-key blocks fill a tile with two of them), never split, always the dynamic schedule (tiles
+// differ in work).
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -50,17 +51,18 @@ __device__ __forceinline__ bool identity_score_mod(const ScoreMod& score_mod) {
   }
 }
 
-template <typename Traits, typename Mask, typename ScoreMod>
+template <typename Traits, typename Mask, typename ScoreMod, bool kPaired>
 struct FlexStorage {
   using Walk = detail::KvTileWalk<Traits::kBlockN>;
-  using TileState = typename FlexSteps<Traits, Mask, ScoreMod>::TileState;
+  using TileState = typename FlexSteps<Traits, Mask, ScoreMod, kPaired>::TileState;
   typename Traits::SharedStorage base;
-  int steps[Traits::kStages];                            // FlexStep of each K stage
-  alignas(16) unsigned char walk[sizeof(Walk)];          // the producer's walk of its tile
+  int steps[kPaired ? 2 : 1][Traits::kStages];   // FlexStep of each K stage (paired: two words)
+  alignas(16) unsigned char walk[sizeof(Walk)];  // the producer's walk of its tile
   alignas(16) unsigned char tile[2][sizeof(TileState)];  // each consumer warpgroup's tile state
 };
 
-template <typename Traits, typename Mask, typename ScoreMod>
+// kPaired: BlockMasks of 64-key blocks, two to a step (flex_load.hpp).
+template <typename Traits, typename Mask, typename ScoreMod, bool kPaired>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     flex_fwd_kernel(const __grid_constant__ FlexParams<Traits, Mask, ScoreMod> fp) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -68,8 +70,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                 "FlexSteps and FlexStep::Rows assume two 64-row warpgroups, one CTA");
   using Pipeline = typename Traits::Pipeline;
   using PipelineQ = typename Traits::PipelineQ;
-  using Storage = FlexStorage<Traits, Mask, ScoreMod>;
-  using Steps = FlexSteps<Traits, Mask, ScoreMod>;
+  using Storage = FlexStorage<Traits, Mask, ScoreMod, kPaired>;
+  using Steps = FlexSteps<Traits, Mask, ScoreMod, kPaired>;
   using TileState = typename Steps::TileState;
   extern __shared__ __align__(1024) char smem_bytes[];
   Storage& smem = *reinterpret_cast<Storage*>(smem_bytes);
@@ -93,7 +95,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
     if (warp_in_warpgroup == 0) {
-      FlexLoad<Traits, Mask, ScoreMod, Storage>::run(fp, smem, pipeline_q, pipeline_k, pipeline_v);
+      FlexLoad<Traits, Mask, ScoreMod, Storage, kPaired>::run(fp, smem, pipeline_q, pipeline_k,
+                                                              pipeline_v);
     }
     return;
   }
@@ -161,8 +164,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
     cutlass::arch::NamedBarrier::sync(kWarpgroupThreads, wg_barrier);
     const bool fold_scale = identity_score_mod(fp.flex.score_mod) && fp.flex.scale > 0.f;
-    Steps steps{smem.steps,    tile_state, mma.warpgroup,
-                fp.flex.scale, fold_scale, fold_scale ? fp.flex.scale * kLog2e : 1.f};
+    Steps steps{&smem.steps[0][0], tile_state, mma.warpgroup,
+                fp.flex.scale,     fold_scale, fold_scale ? fp.flex.scale * kLog2e : 1.f};
     pipeline_q.consumer_wait(read_q);
     OnlineSoftmax<1> softmax;
     mma.run_steps(steps, num_steps, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, softmax,
@@ -185,27 +188,36 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #endif
 }
 
-template <typename Traits, typename Mask, typename ScoreMod>
+template <typename Traits, typename Mask, typename ScoreMod, bool kPaired = true>
 constexpr int flex_smem_bytes() {
-  return static_cast<int>(sizeof(FlexStorage<Traits, Mask, ScoreMod>));
+  return static_cast<int>(sizeof(FlexStorage<Traits, Mask, ScoreMod, kPaired>));
 }
 
 // The launch of one instantiation: TMA descriptors over the packed tensors (batch 1 for varlen),
 // the shared-memory limit, the persistent grid of in.num_ctas CTAs.
-template <typename Traits, typename Mask, typename ScoreMod>
+template <typename Traits, bool kPaired, typename Mask, typename ScoreMod>
 cudaError_t launch_flex_kernel(const LaunchArgs& in, const FlexArgs<Mask, ScoreMod>& flex,
                                cudaStream_t stream) {
-  constexpr int kSmemBytes = flex_smem_bytes<Traits, Mask, ScoreMod>();
+  constexpr int kSmemBytes = flex_smem_bytes<Traits, Mask, ScoreMod, kPaired>();
   static_assert(kSmemBytes <= Traits::kSmemLimitBytes);
-  const auto kernel = flex_fwd_kernel<Traits, Mask, ScoreMod>;
+  const auto kernel = flex_fwd_kernel<Traits, Mask, ScoreMod, kPaired>;
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (configured != cudaSuccess) return configured;
   // The descriptors see a varlen batch as one sequence of every packed row.
   LaunchArgs tma = in;
   if (flex.cu_seqlens_q != nullptr) tma.args.batch = 1;
-  FlexParams<Traits, Mask, ScoreMod> fp{make_fwd_params<Traits>(tma), flex};
+  FlexParams<Traits, Mask, ScoreMod> fp{make_fwd_params<Traits>(tma), flex, {}, {}};
   fp.fwd.args = in.args;
+  if constexpr (kPaired) {
+    // Steps of two 64-key blocks (flex_load.hpp): K and V a block at a time.
+    using Half = FlexHalfTma<Traits>;
+    const int d = tma.args.head_dim, b = tma.args.batch;
+    fp.tma_k_half = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(tma.k, d, b),
+                                  typename Half::SmemLayoutK{}, typename Half::HalfShape{}, _1{});
+    fp.tma_v_half = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(tma.v, d, b),
+                                  typename Half::SmemLayoutV{}, typename Half::HalfShape{}, _1{});
+  }
   detail::LaunchShape shape;
   shape.grid = dim3(static_cast<unsigned>(in.num_ctas));
   shape.threads = Traits::kThreads;

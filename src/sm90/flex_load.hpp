@@ -10,6 +10,11 @@
 // sequence's rows (or zeros past the last row): the consumers hide those keys (kv >= seqlen_k is
 // never visible) and the epilogue stores no row past the sequence, so nothing of another sequence
 // reaches a visible score or an output.
+//
+// BlockMasks of 64-key blocks keep the 128-key tile (full-size wgmmas): a step then covers two
+// listed blocks, one per half of the stage, which need not be adjacent (two 64-row TMA boxes of K
+// and of V, FlexHalfTma), and its record is two words, one per half. That is a kernel of its own
+// (kPaired), so that the 128-key walk's kernel is the code it was.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -30,7 +35,9 @@ namespace flashcore::sm90 {
 // stage: the tile index, whose rows it is for (a BlockMask with 64-row query blocks lists each
 // warpgroup's keys separately), its masking, and whether every element of it is visible to both
 // warpgroups (a full tile inside both sequences): then the consumers' FlexSteps::begin reads
-// nothing else (no tile state, no mask, no bounds), the common case of a step.
+// nothing else (no tile state, no mask, no bounds), the common case of a step. A paired step
+// (64-key blocks) has a second word for the stage's second half; its first word's tile is then
+// the first half's 64-key block, and its all_visible bit covers both halves.
 struct FlexStep {
   enum Masking : int { kSkip = 0, kPartial = 1, kFull = 2, kClassify = 3 };  // kClassify: dense
   enum Rows : int { kBoth = 0, kWarpgroup0 = 1, kWarpgroup1 = 2 };
@@ -74,15 +81,90 @@ __device__ __forceinline__ int flex_step(const detail::KvTileWalk<kTileKeys>& wa
   return FlexStep::pack(t.index, rows, masking, all);
 }
 
+// Steps of two 64-key blocks (kv_block_size 64 under 128-key tiles). The walk is counted in
+// 64-key blocks (KvTileWalk<64>: its lists' partial blocks, then full ones, per query block), and
+// each run of it (one list's partial or full blocks) is paired apart: blocks 2j and 2j + 1 of a
+// run share a step, so a pair is all partial or all full and for one query block's rows, and an
+// odd run leaves its last step's second half empty.
+template <int kKeys>
+__device__ __forceinline__ int paired_count(const detail::KvTileWalk<kKeys>& walk) {
+  int n = 0;
+#pragma unroll
+  for (int l = 0; l < 2; ++l) {
+    if (l < walk.num_lists) {
+      n += (walk.lists[l].num_partial + 1) / 2 + (walk.lists[l].num_full + 1) / 2;
+    }
+  }
+  return n;
+}
+// The walk index of paired step i's first block; *has_second: the next one shares the step.
+template <int kKeys>
+__device__ __forceinline__ int paired_first(const detail::KvTileWalk<kKeys>& walk, int i,
+                                            bool* has_second) {
+  int start = 0;
+#pragma unroll
+  for (int run = 0; run < 4; ++run) {
+    const auto& l = run < 2 ? walk.lists[0] : walk.lists[1];
+    const int length = run / 2 >= walk.num_lists ? 0 : run % 2 ? l.num_full : l.num_partial;
+    const int pairs = (length + 1) / 2;
+    if (i < pairs) {
+      *has_second = 2 * i + 1 < length;
+      return start + 2 * i;
+    }
+    i -= pairs;
+    start += length;
+  }
+  *has_second = false;
+  return start;  // not reached for i < paired_count
+}
+
+// The two words of paired step i (flex_step's records of its 64-key blocks): the first with
+// all_visible only if both halves are; an empty second half is kSkip, and its load is the block
+// past the keys (the TMA fills it with zeros: no memory traffic).
+template <int kTileRows, int kKeys, typename Mask>
+__device__ __forceinline__ int2 flex_paired_step(const detail::KvTileWalk<kKeys>& walk, int i,
+                                                 const Mask& mask, int b, int h, int row_begin,
+                                                 int seqlen_q, int seqlen_k) {
+  bool has_second = false;
+  const int first = paired_first(walk, i, &has_second);
+  const int a = flex_step<kTileRows>(walk, first, mask, b, h, row_begin, seqlen_q, seqlen_k);
+  const int past_keys = (seqlen_k + kKeys - 1) / kKeys;
+  const int second =
+      has_second ? flex_step<kTileRows>(walk, first + 1, mask, b, h, row_begin, seqlen_q, seqlen_k)
+                 : FlexStep::pack(past_keys, FlexStep::rows(a), FlexStep::kSkip, false);
+  const bool all = FlexStep::all_visible(a) && FlexStep::all_visible(second);
+  return {FlexStep::pack(FlexStep::tile(a), FlexStep::rows(a), FlexStep::masking(a), all), second};
+}
+
+// The TMA copies of one 64-key block into either half of a K or V stage: rows [0, 64) of the
+// stage's own layout (its 128B-swizzle atoms are 8 rows, tiled along the rows first, so the
+// second half is laid out as the first, 64 rows on). The stage's two halves are then two boxes
+// each (cute issues one TMA per 64-column swizzle block of the half).
+template <typename Traits>
+struct FlexHalfTma {
+  static constexpr int kKeys = Traits::kBlockN / 2;
+  using HalfShape = Shape<Int<kKeys>, Int<Traits::kHeadDim>>;
+  using HalfOfStage = Layout<HalfShape, Stride<_1, Int<Traits::kBlockN>>>;
+  using SmemLayoutK =
+      decltype(composition(take<0, 2>(typename Traits::SmemLayoutK{}), HalfOfStage{}));
+  using SmemLayoutV =
+      decltype(composition(take<0, 2>(typename Traits::SmemLayoutV{}), HalfOfStage{}));
+  using TmaK = decltype(make_tma_copy(SM90_TMA_LOAD{}, typename Traits::GmemTensor{}, SmemLayoutK{},
+                                      HalfShape{}, _1{}));
+  using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{}, typename Traits::GmemTensor{}, SmemLayoutV{},
+                                      HalfShape{}, _1{}));
+};
+
 // The walk of a tile (the producer's; the consumers learn its number of steps through the tile
 // ring, and a tile with none loads nothing).
-template <typename Traits, typename Mask, typename ScoreMod>
-__device__ __forceinline__ detail::KvTileWalk<Traits::kBlockN> flex_walk(
+// kKeys: the tile's keys, or half of them for the paired walk.
+template <int kKeys, typename Traits, typename Mask, typename ScoreMod>
+__device__ __forceinline__ detail::KvTileWalk<kKeys> flex_walk(
     const FlexParams<Traits, Mask, ScoreMod>& fp, const Tile& tile,
     const detail::FlexSequence& seq) {
   const int row_begin = tile.m_block * Traits::kBlockM;
   const int row_end = min(row_begin + Traits::kBlockM, seq.seqlen_q);
-  detail::KvTileWalk<Traits::kBlockN> walk = detail::kv_tile_walk<Traits::kBlockN>(
+  detail::KvTileWalk<kKeys> walk = detail::kv_tile_walk<kKeys>(
       fp.flex.block_mask, flex::bind_seqlens(fp.flex.mask, seq.seqlen_q, seq.seqlen_k), tile.batch,
       tile.head, row_begin, row_end, seq.seqlen_k);
   walk.last_first = true;
@@ -92,7 +174,8 @@ __device__ __forceinline__ detail::KvTileWalk<Traits::kBlockN> flex_walk(
 // The tile ring's payload for a varlen tile past its sequence (else the tile's number of steps).
 inline constexpr int kNoRows = -1;
 
-template <typename Traits, typename Mask, typename ScoreMod, typename Storage>
+// kPaired: BlockMasks of 64-key blocks, two to a step (flex_paired_step).
+template <typename Traits, typename Mask, typename ScoreMod, typename Storage, bool kPaired>
 struct FlexLoad {
   using Pipeline = typename Traits::Pipeline;
   using PipelineState = typename Pipeline::PipelineState;
@@ -122,8 +205,10 @@ struct FlexLoad {
     Tensor sQ = make_tensor(make_smem_ptr(smem.base.q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.base.k.data()), typename Traits::SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(smem.base.v.data()), typename Traits::SmemLayoutV{});
-    // The walk lives in shared memory: the producer runs on 24 registers.
-    Walk& walk = *reinterpret_cast<Walk*>(smem.walk);
+    if (issuer && kPaired) {
+      cute::prefetch_tma_descriptor(fp.tma_k_half.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(fp.tma_v_half.get_tma_descriptor());
+    }
 
     typename PipelineQ::PipelineState write_q = cutlass::make_producer_start_state<PipelineQ>();
     PipelineState write_k = cutlass::make_producer_start_state<Pipeline>();
@@ -143,86 +228,138 @@ struct FlexLoad {
         TileRing::publish(smem.base.tiles, cursor.taken, tile_index, kNoRows);
         continue;
       }
-      __syncwarp();  // every lane is done with the previous tile's walk
-      if (threadIdx.x % 32 == 0) new (&walk) Walk(flex_walk(fp, tile, seq));
-      __syncwarp();
-      const int num_steps = walk.count();
-      TileRing::publish(smem.base.tiles, cursor.taken, tile_index, num_steps);
-      if (num_steps == 0) continue;  // the consumers write O = 0 without waiting for anything
-
-      const int tma_b = varlen ? 0 : tile.batch;
-      const int kv_head = tile.head / a.kv_group;
-      Tensor gQ =
-          local_tile(domain_offset(make_coord(seq.q_start, _0{}), mQ(_, _, tile.head, tma_b)),
-                     select<0, 2>(TileShape{}), make_coord(tile.m_block, _0{}));
-      Tensor gK = local_tile(domain_offset(make_coord(seq.k_start, _0{}), mK(_, _, kv_head, tma_b)),
-                             select<1, 2>(TileShape{}), make_coord(_, _0{}));
-      Tensor gV = local_tile(domain_offset(make_coord(seq.k_start, _0{}), mV(_, _, kv_head, tma_b)),
-                             select<1, 2>(TileShape{}), make_coord(_, _0{}));
-      auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
-                                   group_modes<0, 2>(gQ));
-      auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
-                                   group_modes<0, 2>(gK));
-      auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
-                                   group_modes<0, 2>(gV));
-      auto& tKgK = get<0>(k_views);
-      auto& tKsK = get<1>(k_views);
-      auto& tVgV = get<0>(v_views);
-      auto& tVsV = get<1>(v_views);
-
-      // The step records, 32 at a time: lane j reads step (chunk + j) of the lists, so the walk's
-      // dependent global loads (a list entry per step) are one coalesced load per 32 steps
-      // instead of a round trip before each TMA issue.
-      int records = 0;
-      auto record_of = [&](int i) {
-        if (i % 32 == 0) {
-          const int mine = i + static_cast<int>(threadIdx.x % 32);
-          records =
-              mine < num_steps
-                  ? flex_step<Traits::kBlockM>(
-                        walk, mine, flex::bind_seqlens(fp.flex.mask, seq.seqlen_q, seq.seqlen_k),
-                        tile.batch, tile.head, tile.m_block * Traits::kBlockM, seq.seqlen_q,
-                        seq.seqlen_k)
-                  : 0;
+      // The tile's walk and loads, for 128-key tiles or for pairs of 64-key blocks (kPaired).
+      auto run_tile = [&]() {
+        using TileWalk = detail::KvTileWalk<kPaired ? FlexHalfTma<Traits>::kKeys : Traits::kBlockN>;
+        static_assert(sizeof(TileWalk) == sizeof(Walk));
+        TileWalk& walk = *reinterpret_cast<TileWalk*>(smem.walk);
+        __syncwarp();  // every lane is done with the previous tile's walk
+        if (threadIdx.x % 32 == 0) {
+          new (&walk) TileWalk(flex_walk < kPaired ? FlexHalfTma<Traits>::kKeys
+                                                   : Traits::kBlockN > (fp, tile, seq));
         }
-        return __shfl_sync(0xffffffffu, records, i % 32);
-      };
-      // K of step i, with its record: written by the thread that arrives on the stage's full
-      // barrier (threadIdx.x 0, the pipeline's leader), after the stage is free and before that
-      // arrival (a release), so a consumer that waited for the stage reads this step's record.
-      auto load_k = [&](int step) {
-        smem.base.pipeline_k.empty_barrier_[write_k.index()].wait(write_k.phase());
-        if (threadIdx.x == 0) smem.steps[write_k.index()] = step;
-        pipeline_k.producer_acquire(write_k);
-        if (issuer) {
-          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_k), 0),
-               tKgK(_, FlexStep::tile(step)), tKsK(_, write_k.index()));
-        }
-        ++write_k;
-      };
-      auto load_v = [&](int step) {
-        pipeline_v.producer_acquire(write_v);
-        if (issuer) {
-          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_v), 0),
-               tVgV(_, FlexStep::tile(step)), tVsV(_, write_v.index()));
-        }
-        ++write_v;
-      };
+        __syncwarp();
+        const int num_steps = kPaired ? paired_count(walk) : walk.count();
+        TileRing::publish(smem.base.tiles, cursor.taken, tile_index, num_steps);
+        if (num_steps == 0) return;  // the consumers write O = 0 without waiting for anything
 
-      int step = record_of(0);
-      load_k(step);
-      pipeline_q.producer_acquire(write_q);
-      if (issuer) {
-        copy(params.tma_q.with(*pipeline_q.producer_get_barrier(write_q), 0), get<0>(q_views),
-             get<1>(q_views)(_, write_q.index()));
-      }
-      ++write_q;
-      load_v(step);
-      for (int i = 1; i < num_steps; ++i) {
-        step = record_of(i);
+        const int tma_b = varlen ? 0 : tile.batch;
+        const int kv_head = tile.head / a.kv_group;
+        Tensor gQ =
+            local_tile(domain_offset(make_coord(seq.q_start, _0{}), mQ(_, _, tile.head, tma_b)),
+                       select<0, 2>(TileShape{}), make_coord(tile.m_block, _0{}));
+        Tensor gK =
+            local_tile(domain_offset(make_coord(seq.k_start, _0{}), mK(_, _, kv_head, tma_b)),
+                       select<1, 2>(TileShape{}), make_coord(_, _0{}));
+        Tensor gV =
+            local_tile(domain_offset(make_coord(seq.k_start, _0{}), mV(_, _, kv_head, tma_b)),
+                       select<1, 2>(TileShape{}), make_coord(_, _0{}));
+        auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                     group_modes<0, 2>(gQ));
+        auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                                     group_modes<0, 2>(gK));
+        auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
+                                     group_modes<0, 2>(gV));
+        auto& tKgK = get<0>(k_views);
+        auto& tKsK = get<1>(k_views);
+        auto& tVgV = get<0>(v_views);
+        auto& tVsV = get<1>(v_views);
+        // Paired: 64-key blocks of K and V, and each stage as its two halves (half, 1, stage).
+        using HalfShape = typename FlexHalfTma<Traits>::HalfShape;
+        auto k_halves = tma_partition(
+            fp.tma_k_half, _0{}, Layout<_1>{}, group_modes<0, 2>(flat_divide(sK, HalfShape{})),
+            group_modes<0, 2>(
+                local_tile(domain_offset(make_coord(seq.k_start, _0{}), mK(_, _, kv_head, tma_b)),
+                           HalfShape{}, make_coord(_, _0{}))));
+        auto v_halves = tma_partition(
+            fp.tma_v_half, _0{}, Layout<_1>{}, group_modes<0, 2>(flat_divide(sV, HalfShape{})),
+            group_modes<0, 2>(
+                local_tile(domain_offset(make_coord(seq.k_start, _0{}), mV(_, _, kv_head, tma_b)),
+                           HalfShape{}, make_coord(_, _0{}))));
+
+        // The step records, 32 at a time: lane j reads step (chunk + j) of the lists, so the
+        // walk's dependent global loads (a list entry per step) are one coalesced load per 32
+        // steps instead of a round trip before each TMA issue. Paired: two words a step.
+        int2 records = {0, 0};
+        auto record_of = [&](int i) {
+          if (i % 32 == 0) {
+            const int mine = i + static_cast<int>(threadIdx.x % 32);
+            const auto mask = flex::bind_seqlens(fp.flex.mask, seq.seqlen_q, seq.seqlen_k);
+            const int row_begin = tile.m_block * Traits::kBlockM;
+            if constexpr (kPaired) {
+              records = mine < num_steps ? flex_paired_step<Traits::kBlockM>(
+                                               walk, mine, mask, tile.batch, tile.head, row_begin,
+                                               seq.seqlen_q, seq.seqlen_k)
+                                         : int2{0, 0};
+            } else {
+              records.x = mine < num_steps
+                              ? flex_step<Traits::kBlockM>(walk, mine, mask, tile.batch, tile.head,
+                                                           row_begin, seq.seqlen_q, seq.seqlen_k)
+                              : 0;
+            }
+          }
+          int2 step;
+          step.x = __shfl_sync(0xffffffffu, records.x, i % 32);
+          step.y = kPaired ? __shfl_sync(0xffffffffu, records.y, i % 32) : 0;
+          return step;
+        };
+        // K of step i, with its record: written by the thread that arrives on the stage's full
+        // barrier (threadIdx.x 0, the pipeline's leader), after the stage is free and before that
+        // arrival (a release), so a consumer that waited for the stage reads this step's record.
+        auto load_k = [&](int2 step) {
+          smem.base.pipeline_k.empty_barrier_[write_k.index()].wait(write_k.phase());
+          if (threadIdx.x == 0) {
+            smem.steps[0][write_k.index()] = step.x;
+            if constexpr (kPaired) smem.steps[kPaired][write_k.index()] = step.y;
+          }
+          pipeline_k.producer_acquire(write_k);
+          if (issuer) {
+            auto* barrier = pipeline_k.producer_get_barrier(write_k);
+            if constexpr (kPaired) {
+              copy(fp.tma_k_half.with(*barrier, 0), get<0>(k_halves)(_, FlexStep::tile(step.x)),
+                   get<1>(k_halves)(_, 0, _0{}, write_k.index()));
+              copy(fp.tma_k_half.with(*barrier, 0), get<0>(k_halves)(_, FlexStep::tile(step.y)),
+                   get<1>(k_halves)(_, 1, _0{}, write_k.index()));
+            } else {
+              copy(params.tma_k.with(*barrier, 0), tKgK(_, FlexStep::tile(step.x)),
+                   tKsK(_, write_k.index()));
+            }
+          }
+          ++write_k;
+        };
+        auto load_v = [&](int2 step) {
+          pipeline_v.producer_acquire(write_v);
+          if (issuer) {
+            auto* barrier = pipeline_v.producer_get_barrier(write_v);
+            if constexpr (kPaired) {
+              copy(fp.tma_v_half.with(*barrier, 0), get<0>(v_halves)(_, FlexStep::tile(step.x)),
+                   get<1>(v_halves)(_, 0, _0{}, write_v.index()));
+              copy(fp.tma_v_half.with(*barrier, 0), get<0>(v_halves)(_, FlexStep::tile(step.y)),
+                   get<1>(v_halves)(_, 1, _0{}, write_v.index()));
+            } else {
+              copy(params.tma_v.with(*barrier, 0), tVgV(_, FlexStep::tile(step.x)),
+                   tVsV(_, write_v.index()));
+            }
+          }
+          ++write_v;
+        };
+
+        int2 step = record_of(0);
         load_k(step);
+        pipeline_q.producer_acquire(write_q);
+        if (issuer) {
+          copy(params.tma_q.with(*pipeline_q.producer_get_barrier(write_q), 0), get<0>(q_views),
+               get<1>(q_views)(_, write_q.index()));
+        }
+        ++write_q;
         load_v(step);
-      }
+        for (int i = 1; i < num_steps; ++i) {
+          step = record_of(i);
+          load_k(step);
+          load_v(step);
+        }
+      };
+      run_tile();
     }
     pipeline_q.producer_tail(write_q);
     pipeline_k.producer_tail(write_k);

@@ -24,6 +24,10 @@ struct FlexArgs {
   const int32_t* cu_seqlens_k;
 };
 
+// The TMA copies of half a key tile, for BlockMasks of 64-key blocks (defined in flex_load.hpp).
+template <typename Traits>
+struct FlexHalfTma;
+
 template <typename Traits, typename Mask, typename ScoreMod>
 struct FlexParams {
   // args.heads are the query heads (no decode packing: mods see real heads and rows); seqlen_q/k
@@ -31,6 +35,10 @@ struct FlexParams {
   // softcap and prescale are unused (the mods carry them); num_splits is 1.
   FwdParams<Traits> fwd;
   FlexArgs<Mask, ScoreMod> flex;
+  // With 64-key blocks (kv_block_size not a multiple of the tile's keys): K and V of one block
+  // into either half of a stage; set only then.
+  typename FlexHalfTma<Traits>::TmaK tma_k_half;
+  typename FlexHalfTma<Traits>::TmaV tma_v_half;
 };
 
 }  // namespace flashcore::sm90

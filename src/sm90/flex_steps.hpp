@@ -9,7 +9,8 @@
 //     warpgroup's rows or lies past the keys, only the sequences' ends for a full tile, mask_mod
 //     per element for a partial one (the built-in mask by per-row key ranges and document ids,
 //     common/flex_builtin.hpp). A dense walk's tile is classified here by the mask's
-//     block_visibility for this warpgroup's 64 rows.
+//     block_visibility for this warpgroup's 64 rows. A paired step (BlockMasks of 64-key blocks,
+//     flex_load.hpp) holds two blocks, one per half, each with its own first key.
 //   - score(): x = visible ? score_mod(s * scale) * log2(e) : -inf, so exp_factor() is 1. Without
 //     a score_mod (and a positive scale) scores stay raw dot products and the softmax folds
 //     scale * log2(e) into its exp2, as in the dense kernel: a full tile inside the sequences then
@@ -28,7 +29,8 @@
 
 namespace flashcore::sm90 {
 
-template <typename Traits, typename Mask, typename ScoreMod>
+// kPaired: steps of two 64-key blocks (flex_load.hpp), each half with its own first key.
+template <typename Traits, typename Mask, typename ScoreMod, bool kPaired = false>
 struct FlexSteps {
   static constexpr int kHalves = 2;
   static constexpr int kHalfKeys = Traits::kBlockN / kHalves;
@@ -37,8 +39,16 @@ struct FlexSteps {
 
   struct Step {
     uint32_t bits[kHalves][1];
-    int key0;
+    int key0[kPaired ? kHalves : 1];  // each half's first key, or the tile's
   };
+  // The first key of half h of a step.
+  __device__ static int half_key0(const Step& step, int h) {
+    if constexpr (kPaired) {
+      return step.key0[h];
+    } else {
+      return step.key0[0] + h * kHalfKeys;
+    }
+  }
 
   // What the steps of one tile need, per consumer warpgroup in shared memory (written by its
   // first thread at the tile's start): the loop keeps O, S and P in registers and has none to
@@ -61,7 +71,7 @@ struct FlexSteps {
     }
   }
 
-  const int* records;  // FlexStep per K stage (shared memory)
+  const int* records;  // FlexStep per K stage, then the paired steps' second words (shared memory)
   const TileState& tile;
   int warpgroup;
   const float& scale;  // in parameter space
@@ -82,7 +92,9 @@ struct FlexSteps {
   __device__ __forceinline__ Step begin(int /*i*/, int stage) const {
     const int record = records[stage];
     Step step;
-    step.key0 = FlexStep::tile(record) * Traits::kBlockN;
+    const int second = kPaired ? records[Traits::kStages + stage] : 0;
+    step.key0[0] = FlexStep::tile(record) * (kPaired ? kHalfKeys : Traits::kBlockN);
+    if constexpr (kPaired) step.key0[kHalves - 1] = FlexStep::tile(second) * kHalfKeys;
     if (FlexStep::all_visible(record)) {
 #pragma unroll
       for (int half = 0; half < kHalves; ++half) step.bits[half][0] = ~0u;
@@ -94,10 +106,10 @@ struct FlexSteps {
     const int wg_row0 = tile.row0 + warpgroup * kRowsPerWarpgroup;
     if (wg_row0 >= tile.seqlen_q) masking = FlexStep::kSkip;  // this warpgroup has no rows here
     if (masking == FlexStep::kClassify) {
-      const int kv_end = min(step.key0 + Traits::kBlockN, tile.seqlen_k);
+      const int kv_end = min(step.key0[0] + Traits::kBlockN, tile.seqlen_k);
       const int q_end = min(wg_row0 + kRowsPerWarpgroup, tile.seqlen_q);
       switch (
-          flex::block_visibility(tile.mask, tile.b, tile.h, wg_row0, q_end, step.key0, kv_end)) {
+          flex::block_visibility(tile.mask, tile.b, tile.h, wg_row0, q_end, step.key0[0], kv_end)) {
         case BlockVisibility::kEmpty:
           masking = FlexStep::kSkip;
           break;
@@ -109,7 +121,7 @@ struct FlexSteps {
           break;
       }
     }
-    if (masking == FlexStep::kSkip || step.key0 >= tile.seqlen_k) {
+    if (masking == FlexStep::kSkip || step.key0[0] >= tile.seqlen_k) {
 #pragma unroll
       for (int half = 0; half < kHalves; ++half) step.bits[half][0] = 0u;
       return step;
@@ -118,8 +130,13 @@ struct FlexSteps {
         masking == FlexStep::kFull ? detail::TileMasking::kFull : detail::TileMasking::kPartial;
 #pragma unroll
     for (int half = 0; half < kHalves; ++half) {
-      detail::visible_elements<Mask, 1, kHalfTiles>(
-          tile_masking, tile.mask, place(step.key0 + half * kHalfKeys), step.bits[half]);
+      // A paired step's empty second half (an odd run of blocks): nothing there is visible.
+      if (kPaired && half == 1 && FlexStep::masking(second) == FlexStep::kSkip) {
+        step.bits[half][0] = 0u;
+      } else {
+        detail::visible_elements<Mask, 1, kHalfTiles>(
+            tile_masking, tile.mask, place(half_key0(step, half)), step.bits[half]);
+      }
     }
     return step;
   }
@@ -151,14 +168,18 @@ struct FlexSteps {
     // x = visible ? score_mod(s * scale) * log2(e) : -inf (common/flex_scores.hpp's meaning).
     const int thread = consumer_thread();
     const int q0 = tile.row0 + thread / 32 * 16 + thread % 32 / 4;
-    const int kv0 = step.key0 + 2 * (thread % 4);
+    // Element i's key: its half's first key, then its n tile within the half.
+    const int kv_lane = 2 * (thread % 4);
+    const auto kv_of = [&](int i) {
+      return half_key0(step, i / kPerHalf) + kv_lane + 8 * ((i / 4) % kHalfTiles) + i % 2;
+    };
     if constexpr (kBuiltinScoreMod) {
       // The built-in score_mod in passes over every element (common/flex_builtin.hpp), then the
       // visibility select.
       const auto each = [&](auto&& fn) {
 #pragma unroll
         for (int i = 0; i < kHalves * kPerHalf; ++i) {
-          fn(s(i), q0 + 8 * ((i / 2) % 2), kv0 + 8 * (i / 4) + i % 2);
+          fn(s(i), q0 + 8 * ((i / 2) % 2), kv_of(i));
         }
       };
       each([&](float& x, int, int) { x *= scale; });
@@ -174,7 +195,7 @@ struct FlexSteps {
       for (int i = 0; i < kHalves * kPerHalf; ++i) {
         const bool visible = (step.bits[i / kPerHalf][0] >> bit_of(i)) & 1u;
         const int q = q0 + 8 * ((i / 2) % 2);
-        const int kv = kv0 + 8 * (i / 4) + i % 2;
+        const int kv = kv_of(i);
         s(i) = visible ? tile.score_mod(s(i) * scale, tile.b, tile.h, q, kv) * kLog2e : -INFINITY;
       }
     }

@@ -228,9 +228,9 @@ TEST(FlexBackends, Sm90SaysWhichFlexProblemsItCannotRun) {
                          "q_block_size is a multiple of 64"},
                         {[](AttentionParams& p) {
                            p.flex.block_mask = block_mask_for(p);
-                           p.flex.block_mask.kv_block_size = 64;
+                           p.flex.block_mask.kv_block_size = 192;
                          },
-                         "kv_block_size a multiple of 128"}});
+                         "kv_block_size 64 or a multiple of 128"}});
 }
 
 TEST(FlexBackends, Sm80SaysWhichFlexProblemsItCannotRun) {

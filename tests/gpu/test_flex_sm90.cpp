@@ -7,6 +7,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "reference/tolerance.hpp"
 #include "tests/support/attention_case.hpp"
@@ -33,24 +34,14 @@ const char* expected_provider(const FlexCase& c) {
   return c.head_dim > kSm90FlexMaxHeadDim ? "sm80" : "sm90";
 }
 
-// The case on sm90. Its kernel tiles are 128 keys, so BlockMasks of 64-key blocks (which it
-// rejects, CPU test FlexBackends.Sm90SaysWhichFlexProblemsItCannotRun) run with 128-key blocks
-// here; 64-row query blocks stay (each warpgroup walks its own block's lists).
+// The case on sm90, BlockMasks of 64-key blocks included (two blocks to a 128-key tile; 64-row
+// query blocks: each warpgroup walks its own block's lists).
 FlexCase on_sm90(FlexCase c) {
-  if (c.head_dim > kSm90FlexMaxHeadDim) {
-    c.backend = Backend::kAuto;
-    return c;
-  }
-  c.backend = Backend::kSm90;
-  if (c.block_mask != BlockMaskKind::kNone && c.kv_block % 128 != 0) c.kv_block = 128;
+  c.backend = c.head_dim > kSm90FlexMaxHeadDim ? Backend::kAuto : Backend::kSm90;
   return c;
 }
 
-class FlexSm90 : public ::testing::TestWithParam<FlexCase> {};
-
-TEST_P(FlexSm90, MatchesFloat64Reference) {
-  FLASHCORE_REQUIRE_SM90_GPU();
-  const FlexCase c = on_sm90(GetParam());
+void expect_matches_reference(const FlexCase& c) {
   FLASHCORE_SKIP_IF_PRUNED(c.dtype, c.head_dim);
   FlexResult r;
   run_flex_case(c, &r);
@@ -62,7 +53,66 @@ TEST_P(FlexSm90, MatchesFloat64Reference) {
   EXPECT_EQ(r.masked_row_errors, 0) << "of " << r.masked_rows << " fully masked rows";
 }
 
+class FlexSm90 : public ::testing::TestWithParam<FlexCase> {};
+
+TEST_P(FlexSm90, MatchesFloat64Reference) {
+  FLASHCORE_REQUIRE_SM90_GPU();
+  expect_matches_reference(on_sm90(GetParam()));
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, FlexSm90, ::testing::ValuesIn(flex_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// The shared list's 64-key BlockMask cases again with 128-key blocks (the unpaired walk), and
+// cases of 64-key blocks for sm90's paired steps: lists of odd lengths (the last step's second
+// half empty), blocks that are not adjacent in one step (random lists) under a score_mod that
+// reads kv_idx (ALiBi, softcap), document boundaries inside blocks, many tiles, GQA, key tails.
+std::vector<FlexCase> sm90_block_cases() {
+  std::vector<FlexCase> cases;
+  for (FlexCase c : flex_cases()) {
+    if (c.block_mask == BlockMaskKind::kNone || c.kv_block != 64 ||
+        c.head_dim > kSm90FlexMaxHeadDim) {
+      continue;
+    }
+    c.kv_block = 128;
+    c.name += "_as_kv128";
+    cases.push_back(c);
+  }
+  cases.push_back(make_flex_case("kv64_causal_documents_alibi_gqa_many_tiles", [](FlexCase& f) {
+    f.block_mask = BlockMaskKind::kFromMask, f.q_block = 128, f.kv_block = 64;
+    f.causal = true, f.doc_span = 70, f.alibi = true, f.batch = 2, f.heads_q = 8, f.heads_kv = 2;
+    f.seqlen_q = f.seqlen_k = 1000;
+  }));
+  cases.push_back(make_flex_case("kv64_random_q64_softcap_sinks_hd64_fp16", [](FlexCase& f) {
+    f.dtype = DType::kFloat16, f.head_dim = 64, f.block_mask = BlockMaskKind::kRandom;
+    f.q_block = f.kv_block = 64, f.softcap = 6.f, f.sinks = true;
+    f.seqlen_q = 333, f.seqlen_k = 459, f.heads_q = 4, f.heads_kv = 4;
+  }));
+  cases.push_back(make_flex_case("kv64_random_q128_alibi_gqa", [](FlexCase& f) {
+    f.block_mask = BlockMaskKind::kRandom, f.q_block = 128, f.kv_block = 64, f.alibi = true;
+    f.seqlen_q = 517, f.seqlen_k = 705, f.heads_q = 4, f.heads_kv = 1, f.batch = 2;
+  }));
+  cases.push_back(make_flex_case("kv64_prefix_lm_tails", [](FlexCase& f) {
+    f.block_mask = BlockMaskKind::kFromMask, f.q_block = 64, f.kv_block = 64, f.prefix = 150;
+    f.seqlen_q = 190, f.seqlen_k = 621;
+  }));
+  cases.push_back(make_flex_case("kv64_window_documents_bias", [](FlexCase& f) {
+    f.block_mask = BlockMaskKind::kFromMask, f.q_block = 128, f.kv_block = 64;
+    f.window_left = 200, f.window_right = 30, f.doc_span = 40, f.bias_distance = 64;
+    f.seqlen_q = f.seqlen_k = 640, f.heads_q = 2;
+  }));
+  for (FlexCase& c : cases) c.backend = Backend::kSm90;
+  return cases;
+}
+
+class FlexSm90Blocks : public ::testing::TestWithParam<FlexCase> {};
+
+TEST_P(FlexSm90Blocks, MatchesFloat64Reference) {
+  FLASHCORE_REQUIRE_SM90_GPU();
+  expect_matches_reference(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FlexSm90Blocks, ::testing::ValuesIn(sm90_block_cases()),
                          [](const auto& info) { return info.param.name; });
 
 // Cases with fully masked rows must have some on sm90 too, or that part of the test cannot fail.
@@ -86,9 +136,9 @@ TEST(FlexSm90MaskedRows, CasesThatPromiseMaskedRowsHaveThem) {
   if (checked == 0) GTEST_SKIP() << "this build has none of the masked-row cases' kernels";
 }
 
-// auto runs flex problems on sm90 where its flex kernel takes them, and on sm80 where it does not
-// (a BlockMask of 64-key blocks; head dims above 128, whose 128-key BlockMasks and varlen batches
-// sm90 would take at hd128).
+// auto runs flex problems on sm90 where its flex kernel takes them (BlockMasks of 64-key blocks
+// too), and on sm80 where it does not (192-key blocks; head dims above 128, whose 128-key
+// BlockMasks and varlen batches sm90 would take at hd128).
 TEST(FlexSm90Auto, AutoRunsFlexOnSm90AndFallsBackToSm80) {
   FLASHCORE_REQUIRE_SM90_GPU();
   FlexCase documents = make_flex_case("auto_documents", [](FlexCase& f) { f.doc_span = 30; });
@@ -97,6 +147,11 @@ TEST(FlexSm90Auto, AutoRunsFlexOnSm90AndFallsBackToSm80) {
     f.doc_span = 30, f.block_mask = BlockMaskKind::kFromMask, f.q_block = f.kv_block = 64;
   });
   blocks_of_64.backend = Backend::kAuto;
+  FlexCase blocks_of_192 = make_flex_case("auto_kv_blocks_of_192", [](FlexCase& f) {
+    f.doc_span = 30, f.block_mask = BlockMaskKind::kFromMask, f.q_block = 64, f.kv_block = 192;
+    f.seqlen_q = f.seqlen_k = 400;
+  });
+  blocks_of_192.backend = Backend::kAuto;
   FlexCase hd256 = make_flex_case("auto_hd256_causal_block_mask_128", [](FlexCase& f) {
     f.head_dim = 256, f.causal = true, f.doc_span = 30, f.block_mask = BlockMaskKind::kFromMask;
   });
@@ -105,10 +160,11 @@ TEST(FlexSm90Auto, AutoRunsFlexOnSm90AndFallsBackToSm80) {
     f.head_dim = 192, f.lengths_q = {7, 0, 300}, f.lengths_k = {7, 1, 290};
   });
   varlen_hd192.backend = Backend::kAuto;
-  for (const FlexCase* c : {&documents, &blocks_of_64, &hd256, &varlen_hd192})
+  for (const FlexCase* c : {&documents, &blocks_of_64, &blocks_of_192, &hd256, &varlen_hd192})
     FLASHCORE_SKIP_IF_PRUNED(c->dtype, c->head_dim);  // auto's choices need every case's kernel
-  for (const auto& [c, provider] : {std::pair{documents, "sm90"}, std::pair{blocks_of_64, "sm80"},
-                                    std::pair{hd256, "sm80"}, std::pair{varlen_hd192, "sm80"}}) {
+  for (const auto& [c, provider] : {std::pair{documents, "sm90"}, std::pair{blocks_of_64, "sm90"},
+                                    std::pair{blocks_of_192, "sm80"}, std::pair{hd256, "sm80"},
+                                    std::pair{varlen_hd192, "sm80"}}) {
     FlexResult r;
     run_flex_case(c, &r);
     if (::testing::Test::HasFatalFailure()) return;

@@ -110,11 +110,9 @@ def test_mods_match_the_reference(dtype, block_size):
         block_mask = flashcore.create_block_mask(mask_mod, B, None, S, S, BLOCK_SIZE=block_size)
         out, lse = flashcore.flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask,
                                             enable_gqa=True, return_lse=True, sinks=sink)
-        # The sm90 flex kernel takes 128-key blocks; sm80 runs 64-key ones everywhere. A window's
-        # own BlockMask is dropped (the window walks itself), so its block size does not matter.
-        own_lists_dropped = name.startswith("window")
-        assert flashcore.last_provider() == (
-            varlen_provider() if block_size == 128 or own_lists_dropped else "sm80")
+        # The sm90 flex kernel takes 64- and 128-key blocks (64-key ones two to a tile). A
+        # window's own BlockMask is dropped (the window walks itself).
+        assert flashcore.last_provider() == varlen_provider()
         ref_out, ref_lse = reference(q, k, v, mask_mod, score_mod, sinks=sink)
         check(out, lse, ref_out, ref_lse, dtype, name)
 
@@ -139,11 +137,11 @@ def test_a_windows_own_block_mask_runs_the_window_path(window, block_size):
     check(out, lse, ref_out, ref_lse, torch.bfloat16, f"window {window}, own BlockMask")
 
     # The same lists as a new tensor: flashcore cannot tell they were not edited, so it walks
-    # them (the list walk's provider: sm80 for 64-key blocks).
+    # them (on sm90 for either block size).
     block_mask.kv_indices = block_mask.kv_indices.clone()
     walked, walked_lse = flashcore.flex_attention(q, k, v, block_mask=block_mask,
                                                   enable_gqa=True, return_lse=True)
-    assert flashcore.last_provider() == (varlen_provider() if block_size == 128 else "sm80")
+    assert flashcore.last_provider() == varlen_provider()
     # (reference() reads no flashcore lists: their entries past each count are not initialized.)
     check(walked, walked_lse, ref_out, ref_lse, torch.bfloat16, f"window {window}, walked lists")
 
