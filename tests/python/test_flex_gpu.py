@@ -130,6 +130,8 @@ def test_a_windows_own_block_mask_runs_the_window_path(window, block_size):
     out, lse = flashcore.flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True,
                                         return_lse=True)
     provider = flashcore.last_provider()
+    # The decision itself (the kernels' bits alone might not tell the two walks apart).
+    assert "block_mask" not in flashcore.flex._mask_parts(block_mask, S, S)[1]
     dense = flashcore.attention(*(x.transpose(1, 2) for x in (q, k, v)), window=window)
     assert provider == flashcore.last_provider(), "not the dense kernels' window path"
     assert torch.equal(out, dense.transpose(1, 2)), f"differs from attention(window={window})"
@@ -139,6 +141,7 @@ def test_a_windows_own_block_mask_runs_the_window_path(window, block_size):
     # The same lists as a new tensor: flashcore cannot tell they were not edited, so it walks
     # them (on sm90 for either block size).
     block_mask.kv_indices = block_mask.kv_indices.clone()
+    assert "block_mask" in flashcore.flex._mask_parts(block_mask, S, S)[1]
     walked, walked_lse = flashcore.flex_attention(q, k, v, block_mask=block_mask,
                                                   enable_gqa=True, return_lse=True)
     assert flashcore.last_provider() == varlen_provider()
