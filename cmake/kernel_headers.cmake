@@ -1,23 +1,28 @@
 # The kernel templates a program of its own instantiates with its own functors (docs/flex.md,
-# "Functors of your own"): api/run_flex.cuh and every header of src/ it includes, and the CuTe /
-# CUTLASS headers they need. They are installed as they lie in src/ (the files are not copied
-# into include/), under include/flashcore/kernels/, so that their "common/...", "sm80/..."
-# includes resolve unchanged; CuTe goes to include/flashcore/cutlass/. The install tree's
-# examples/cpp flex_functor build (scripts/test_consumer.sh) fails when this list misses one.
+# "Functors of your own"): api/run_flex.cuh and api/run_flex_sm90.cuh (the sm80 and sm90 flex
+# kernels) and every header of src/ they include, and the CuTe / CUTLASS headers they need. They are
+# installed as they lie in src/ (the files are not copied into include/), under
+# include/flashcore/kernels/, so that their "common/...", "sm80/..." includes resolve
+# unchanged; CuTe goes to include/flashcore/cutlass/. The install tree's examples/cpp flex_functor
+# build (scripts/test_consumer.sh) fails when this list misses one.
 #
 # Used by cmake/install.cmake (the install tree, the flashcore::flex_kernels target) and by
 # python/CMakeLists.txt (the wheel carries the same tree for flashcore.jit_score_mod).
 set(FLASHCORE_KERNEL_HEADERS
   api/flex_functors.hpp
   api/run_flex.cuh
+  api/run_flex_sm90.cuh
   common/block_walk.hpp
   common/flex_builtin.hpp
   common/flex_problem.hpp
   common/flex_scores.hpp
+  common/flex_sequence.hpp
+  common/head_dim.hpp
   common/launch.hpp
   common/launch_status.hpp
   common/online_softmax.hpp
   common/problem.hpp
+  common/pruning.hpp
   common/query_view.hpp
   common/score_scaling.hpp
   sm80/combine.cuh
@@ -31,6 +36,24 @@ set(FLASHCORE_KERNEL_HEADERS
   sm80/mainloop.hpp
   sm80/split_kv.hpp
   sm80/tile_io.hpp
+  sm90/epilogue.hpp
+  sm90/flex_kernel.cuh
+  sm90/flex_load.hpp
+  sm90/flex_params.hpp
+  sm90/flex_steps.hpp
+  sm90/fwd_kernel.cuh
+  sm90/fwd_params.hpp
+  sm90/instantiations.hpp
+  sm90/kernel_traits.hpp
+  sm90/launch.cuh
+  sm90/launch_args.hpp
+  sm90/mainloop_load.hpp
+  sm90/mainloop_mma.hpp
+  sm90/named_barriers.hpp
+  sm90/tile_scheduler.hpp
+  sm90/tile_table.hpp
+  sm90/tuned_tiles.hpp
+  sm90/wgmma.hpp
 )
 # Relative to the install prefix's include directory.
 set(FLASHCORE_KERNELS_INCLUDE_SUBDIR "flashcore/kernels")

@@ -1,6 +1,7 @@
 """flashcore.jit_score_mod's costs (docs/flex.md): the first call with an empty cache (nvcc), the
-first call of a new process (the shared object from the disk cache), and a warm call, next to the
-built-in mod that computes the same scores. One process per phase; CUDA events, median of 20
+first call of a new process (the shared object from the disk cache), and a warm call (on the
+kernel auto picks, sm90 on an H100, and on sm80), next to the built-in mod that computes the same
+scores. One process per phase; CUDA events, median of 20
 calls after 5 warm-ups. Usage: python3 scripts/time_jit.py [B H S D]."""
 
 import os
@@ -81,15 +82,23 @@ def main(shape):
                    for _ in range(5))
         jit_us = gpu_median(lambda: flashcore.flex_attention(q, k, v, score_mod=mod,
                                                              block_mask=block_mask))
+        jit_provider = flashcore.last_provider()
+        sm80_us = gpu_median(lambda: flashcore.flex_attention(q, k, v, score_mod=mod,
+                                                              block_mask=block_mask,
+                                                              backend="sm80"))
         builtin_us = gpu_median(lambda: flashcore.flex_attention(q, k, v, score_mod=alibi,
                                                                  block_mask=block_mask))
+        builtin_provider = flashcore.last_provider()
         plain_us = gpu_median(lambda: flashcore.flex_attention(q, k, v, block_mask=block_mask))
         flops = 4 * B * H * S * S * D / 2
-        print(f"warm call: {jit_us:.1f} us ({flops / jit_us / 1e6:.1f} TFLOP/s), built-in ALiBi "
-              f"(same scores): {builtin_us:.1f} us ({flops / builtin_us / 1e6:.1f} TFLOP/s), "
+        print(f"warm call ({jit_provider}): {jit_us:.1f} us ({flops / jit_us / 1e6:.1f} TFLOP/s), "
+              f"built-in ALiBi ({builtin_provider}, same scores): {builtin_us:.1f} us "
+              f"({flops / builtin_us / 1e6:.1f} TFLOP/s), "
               f"JIT/built-in time {jit_us / builtin_us:.2f}x; rel L2 JIT vs built-in {err:.1e}; "
               f"one warm call end to end (host + GPU, synchronized) {host * 1e3:.2f} ms; "
               f"nvcc runs in this process: {jit.stats()['compiles']}")
+        print(f"the same jit_score_mod on sm80 (backend='sm80'): {sm80_us:.1f} us "
+              f"({flops / sm80_us / 1e6:.1f} TFLOP/s); auto/sm80 time {jit_us / sm80_us:.2f}x")
         print(f"the same causal BlockMask with no score_mod: {plain_us:.1f} us "
               f"({flops / plain_us / 1e6:.1f} TFLOP/s)")
         # Host cost of a call (argument checks, the cache key, the launch; no GPU wait) on a

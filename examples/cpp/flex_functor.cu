@@ -1,8 +1,10 @@
-// A mask_mod and a score_mod of our own, fused into flashcore's sm80 flex kernel: one kernel is
+// A mask_mod and a score_mod of our own, fused into flashcore's flex kernels: the sm80 kernel is
 // compiled here for (fp16, head dim 64, these two functors), from the installed kernel headers
-// (CMake: target_link_libraries(... flashcore::flex_kernels)). The same structs run on the host
-// in a float64 attention below, which checks the GPU's answer. Without a GPU, run_flex reports
-// kNoDevice and the program says so (CI builds it against the install tree and runs it).
+// (CMake: target_link_libraries(... flashcore::flex_kernels)), and the sm90 one too when 90a is
+// among this target's CUDA architectures (FLASHCORE_RUN_FLEX_SM90); on an H100 that one runs it.
+// The same structs run on the host in a float64 attention below, which checks the GPU's answer.
+// Without a GPU, run_flex reports kNoDevice and the program says so (CI builds it for sm_80
+// against the install tree and runs it).
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
@@ -10,9 +12,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "api/run_flex.cuh"
+
+#ifndef FLASHCORE_RUN_FLEX_SM90
+#define FLASHCORE_RUN_FLEX_SM90 0
+#endif
 
 namespace {
 
@@ -124,8 +131,9 @@ int main() {
   p.o = {buffers[3], flashcore::DType::kFloat16, strides};
 
   const DilatedCausal mask{kDilation};
+  flashcore::RunInfo info;
   const flashcore::Status ran = flashcore::run_flex<__half, kHeadDim>(
-      p, mask, HeadTemperature{static_cast<const float*>(buffers[4])});
+      p, mask, HeadTemperature{static_cast<const float*>(buffers[4])}, &info);
   if (!has_gpu) {
     std::printf("no GPU: run_flex says code %d, \"%s\"\n", static_cast<int>(ran.code),
                 ran.message.c_str());
@@ -151,7 +159,19 @@ int main() {
     norm += ref_o[i] * ref_o[i];
   }
   const double rel_l2 = std::sqrt(err / norm);
-  std::printf("dilated causal x per-head temperature, fused: rel L2 %.2e vs float64 (bound %.0e)\n",
-              rel_l2, kTolerance);
+  std::printf(
+      "dilated causal x per-head temperature, fused (%s flex kernel): rel L2 %.2e vs float64 "
+      "(bound %.0e)\n",
+      info.provider, rel_l2, kTolerance);
+  // Built with the sm90 kernel, an sm_90 GPU must run it (S = 300: partial tiles, no BlockMask).
+  cudaDeviceProp device{};
+  if (cudaError_t e = cudaGetDeviceProperties(&device, 0); e != cudaSuccess) {
+    return fail("device properties", e);
+  }
+  const bool want_sm90 = FLASHCORE_RUN_FLEX_SM90 && device.major == 9 && device.minor == 0;
+  if (want_sm90 && std::string(info.provider) != "sm90") {
+    std::printf("expected the sm90 flex kernel on this GPU, ran %s\n", info.provider);
+    return 1;
+  }
   return std::isfinite(rel_l2) && rel_l2 <= kTolerance ? 0 : 1;
 }

@@ -313,7 +313,7 @@ def launch(q, k, v, out, lse, scale, causal, window, softcap, fields, jit_mod, b
     `fields` (python/src/flex_args.hpp), jit_mod is a jit.Program (its snippets replace those
     parts) or None. Eager calls and the custom op (_flex_ops.py) both come here."""
     if jit_mod is not None:
-        _run_jit(jit_mod, q, k, v, out, lse, scale, causal, window, fields, backend)
+        _run_jit(jit_mod, q, k, v, out, lse, scale, causal, window, softcap, fields, backend)
         return
     kernel = (backend, 0, "auto", True)
     _core.run(q, k, v, out, lse, 0.0 if scale is None else float(scale), causal, window,
@@ -376,24 +376,23 @@ def _through_op(jit_mod, q, k, v, sinks, fields):
     return _flex_ops.compiling()
 
 
-def _run_jit(program, q, k, v, out, lse, scale, causal, window, fields, backend):
+def _run_jit(program, q, k, v, out, lse, scale, causal, window, softcap, fields, backend):
     """flex_attention with jit mods (a jit.Program): their shared object (compiled or cached)
-    launches the kernel on torch's current stream, after the library's checks
-    (python/src/flashcore_ext.cpp)."""
-    if backend not in ("auto", "sm80"):
+    launches the kernel that the library picks (sm90 where it takes the problem, else sm80) on
+    torch's current stream, after the library's checks (python/src/flashcore_ext.cpp)."""
+    if backend not in ("auto", "sm90", "sm80"):
         kind = "score_mod" if program.score is not None else "mask_mod"
-        raise ValueError(f"backend {backend!r}: a jit_{kind} runs on 'sm80' (or 'auto')")
+        raise ValueError(f"backend {backend!r}: a jit_{kind} runs on 'sm90' or 'sm80' (or 'auto')")
 
-    def launch(address, captures, fp16, kernel_head_dim):
-        _core.native().jit_attention(
-            address, program.mask is not None, program.score is not None, fp16,
-            kernel_head_dim, captures, q, k, v, out, lse,
-            0.0 if scale is None else float(scale), causal, window[0], window[1],
-            _stream_of(q), fields,
+    def launch(address, has_sm90, replaces_score, captures, fp16, kernel_head_dim):
+        _core._state.provider = _core.native().jit_attention(
+            address, has_sm90, program.mask is not None, replaces_score, fp16, kernel_head_dim,
+            captures, q, k, v, out, lse, 0.0 if scale is None else float(scale), causal,
+            window[0], window[1], float(softcap), backend, _stream_of(q), fields,
         )
-        _core._state.provider = "sm80"
 
-    jit.run(program, q, fields, launch)
+    builtin_score = bool(softcap) or "alibi_slopes" in fields or "rel_bias" in fields
+    jit.run(program, q, builtin_score, launch)
 
 
 def _empty_outputs(like, lse_shape, return_lse):

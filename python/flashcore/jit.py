@@ -1,5 +1,6 @@
 """score_mods and mask_mods of your own from Python: CUDA C++ snippets compiled at run time into
-flashcore's sm80 flex kernel (docs/flex.md, "Functors of your own (Python)").
+flashcore's flex kernels, the sm90 one on an H100 where it takes the problem, else the sm80 one
+(docs/flex.md, "Functors of your own (Python)").
 
     bias = torch.randn(H, device="cuda")
     mod = flashcore.jit_score_mod("return score + bias[h] * (q_idx - kv_idx);", bias=bias)
@@ -13,8 +14,9 @@ int q_idx, int kv_idx) const`, in a functor whose members are the captures: torc
 device pointers (`const float*` for float32, ...; contiguous, on q's device) and Python bool /
 int / float become `bool` / `int` / `float`. A generated .cu file (_jit_source.py) includes the
 kernel headers that ship with the package (include/flashcore/kernels), instantiates the flex
-kernel (or, for a mask's create_block_mask, the BlockMask builder) for the functors and exports
-C entry points; nvcc builds it into a shared object, which ctypes loads. The object is cached on
+kernels (sm80, and sm90 in an object for sm_90a; for a mask's create_block_mask, the BlockMask
+builder) for the functors and exports C entry points; nvcc builds it into a shared object, which
+ctypes loads. The object is cached on
 disk (FLASHCORE_JIT_CACHE, default ~/.cache/flashcore/jit) under a hash of the snippets, the
 captures' names and types, the dtype, the kernel's head dim, the GPU architecture, the flashcore
 version and its kernel headers, so that a second call, in this process or another, compiles
@@ -44,9 +46,12 @@ __all__ = ["JitCompileError", "JitMaskMod", "JitScoreMod", "Program", "jit_mask_
            "jit_score_mod", "build", "cache_dir", "stats"]
 
 # The ABI of the shared objects' entry points: src/api/flex_functors.hpp's kJitAbiVersion.
-_ABI_VERSION = 2
+_ABI_VERSION = 3
 # The flex kernel's head dims (src/sm80/flex_fwd.cu); a smaller head dim runs on the next one up.
 _KERNEL_HEAD_DIMS = (64, 128, 256)
+# The sm90 flex kernel's (src/sm90/flex_launch.hpp); an object for sm_90 of another head dim has
+# the sm80 kernel alone.
+_SM90_HEAD_DIMS = (64, 128)
 _ELEMENTS = {"float16": "__half", "bfloat16": "__nv_bfloat16"}
 # Tensor captures: torch dtype name -> the pointer the functor holds.
 _POINTER_TYPES = {
@@ -75,7 +80,7 @@ _MAX_SNIPPET = 1 << 16
 _DEFAULT_NVCC = "/usr/local/cuda/bin/nvcc"
 
 _lock = threading.Lock()
-_loaded = {}  # key -> (ctypes library, entry address): loaded objects of this process
+_loaded = {}  # key -> (ctypes library, entry address, has sm90): loaded objects of this process
 _key_memo = {}  # (tokens, entry, dtype, head dim, arch) -> key: each key hashed once
 _stats = {"compiles": 0, "disk_hits": 0, "memory_hits": 0, "last_compile_s": None}
 # token -> JitScoreMod / JitMaskMod, for the custom op flashcore::flex_attention (_flex_ops.py), whose schema
@@ -150,8 +155,13 @@ class JitMaskMod(_JitMod):
 
 
 # What one attention object compiles: the mask's snippet and the score_mod's (either may be None:
-# the params' built-in part).
+# the params' built-in part; score may also be NO_SCORE_MOD, no score_mod at all).
 Program = collections.namedtuple("Program", ["mask", "score"])
+NO_SCORE_MOD = _jit_source.NO_SCORE_MOD
+
+
+def _snippets(program):
+    return [m for m in program if isinstance(m, _JitMod)]
 
 
 def _program(mods):
@@ -240,7 +250,7 @@ def _capture_words(mods, device_index):
     """The captures of mods (None skipped) as the entry points take them: one 64-bit word each,
     mod after mod, each in its signature order."""
     words = []
-    items = [item for mod in mods if mod is not None for item in mod.captures.items()]
+    items = [item for mod in mods if isinstance(mod, _JitMod) for item in mod.captures.items()]
     for name, (ctype, value) in items:
         if ctype == "bool" or ctype == "int":
             words.append(int(value) & 0xFFFFFFFFFFFFFFFF)
@@ -319,11 +329,13 @@ def cache_key(mods, dtype, head_dim, arch, entry=_ATTENTION):
     jit_mask_mod or a Program; head_dim is the kernel's (64, 128 or 256); a block-mask object has no
     dtype or head dim (None)."""
     program = _program(mods)
-    memo = (tuple(m.token if m else None for m in program), entry, dtype, head_dim, arch)
+    memo = (tuple(m.token if isinstance(m, _JitMod) else m for m in program), entry, dtype,
+            head_dim, arch)
     if memo in _key_memo:
         return _key_memo[memo]
     fields = {
-        "mods": [[m.kind, m.body, m.signature()] if m else None for m in program],
+        "mods": [[m.kind, m.body, m.signature()] if isinstance(m, _JitMod) else m
+                 for m in program],
         "entry": entry,
         "dtype": dtype,
         "head_dim": head_dim,
@@ -337,10 +349,17 @@ def cache_key(mods, dtype, head_dim, arch, entry=_ATTENTION):
     return key
 
 
-def generate_source(mods, dtype, head_dim):
-    """The .cu file of an attention object for mods (a jit mod or a Program)."""
+def generate_sources(mods, dtype, head_dim, arch=80):
+    """The .cu files of an attention object for mods (a jit mod or a Program) on sm_<arch>: the
+    sm80 kernel with the entry points, and for sm_90 (head dims 64, 128) the sm90 kernel's."""
     program = _program(mods)
-    return _jit_source.attention_source(program.mask, program.score, dtype, head_dim)
+    return _jit_source.attention_sources(program.mask, program.score, dtype, head_dim,
+                                         sm90=int(arch) == 90 and head_dim in _SM90_HEAD_DIMS)
+
+
+def generate_source(mods, dtype, head_dim, arch=80):
+    """The first .cu file of generate_sources (the entry points)."""
+    return generate_sources(mods, dtype, head_dim, arch)[0]
 
 
 def find_nvcc():
@@ -367,8 +386,8 @@ def build(mods, dtype="float16", head_dim=64, arch=80):
         raise ValueError(f"head_dim {head_dim}: the flex kernels are compiled for 64, 128 and 256")
     _check_arch(arch)
     key = cache_key(mods, dtype, head_dim, int(arch))
-    what = " and ".join(m.kind for m in _program(mods) if m is not None)
-    return _compile(key, lambda: generate_source(mods, dtype, head_dim), arch, what)
+    what = " and ".join(m.kind for m in _snippets(_program(mods)))
+    return _compile(key, lambda: generate_sources(mods, dtype, head_dim, arch), arch, what)
 
 
 def build_block_mask(mask, arch=80):
@@ -378,7 +397,7 @@ def build_block_mask(mask, arch=80):
         raise TypeError(f"build_block_mask takes a jit_mask_mod, got {type(mask).__name__}")
     _check_arch(arch)
     key = cache_key(mask, None, None, int(arch), _BLOCK_MASK)
-    return _compile(key, lambda: _jit_source.block_mask_source(mask), arch, "mask_mod")
+    return _compile(key, lambda: [_jit_source.block_mask_source(mask)], arch, "mask_mod")
 
 
 def _check_arch(arch):
@@ -386,34 +405,58 @@ def _check_arch(arch):
         raise ValueError(f"sm_{arch}: the flex kernel needs sm_80 or newer")
 
 
-def _compile(key, source_text, arch, what):
-    """Compiles source_text() into the object of key unless it is cached; what names the
-    snippets for a compile error."""
+def _gencode(arch):
+    # The sm90 flex kernel is sm_90a code (wgmma, TMA, setmaxnreg).
+    arch = f"{arch}a" if int(arch) == 90 else str(arch)
+    return f"-gencode=arch=compute_{arch},code=sm_{arch}"
+
+
+def _compile(key, source_texts, arch, what):
+    """Compiles the files of source_texts() into the object of key unless it is cached: one nvcc
+    per file, in parallel, then one link; what names the snippets for a compile error."""
     directory = cache_dir()
     target = directory / f"jit_{key}.so"
     if target.is_file():
         return target, False
     directory.mkdir(parents=True, exist_ok=True)
-    source = directory / f"jit_{key}.cu"
-    source.write_text(source_text())
+    sources = []
+    for i, text in enumerate(source_texts()):
+        sources.append(directory / f"jit_{key}{'' if i == 0 else f'_{i}'}.cu")
+        sources[-1].write_text(text)
     include = _include_dir()
-    # A per-process name, renamed into place: processes that compile one key at once each get a
+    # Per-process names, renamed into place: processes that compile one key at once each get a
     # whole object, and a reader never sees a partial one.
     partial = directory / f"jit_{key}.{os.getpid()}.{threading.get_ident()}.tmp"
-    command = [
-        find_nvcc(), "-std=c++17", "-O3", "--expt-relaxed-constexpr", "-shared",
-        "-Xcompiler", "-fPIC,-fvisibility=hidden", f"-gencode=arch=compute_{arch},code=sm_{arch}",
-        f"-I{include}", f"-I{include / 'flashcore' / 'kernels'}",
-        "-isystem", str(include / "flashcore" / "cutlass"), "-o", str(partial), str(source),
-    ]
+    nvcc = [find_nvcc(), "-std=c++17", "-O3", "--expt-relaxed-constexpr", "-Xcompiler",
+            "-fPIC,-fvisibility=hidden", _gencode(arch)]
+    includes = [f"-I{include}", f"-I{include / 'flashcore' / 'kernels'}",
+                "-isystem", str(include / "flashcore" / "cutlass")]
+    if len(sources) == 1:
+        commands = [nvcc + includes + ["-shared", "-o", str(partial), str(sources[0])]]
+    else:
+        objects = [Path(f"{partial}.{i}.o") for i in range(len(sources))]
+        commands = [nvcc + includes + ["-c", "-o", str(o), str(c)]
+                    for o, c in zip(objects, sources)]
     start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
+    runs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for c in commands]
+    outputs = [run.communicate() for run in runs]
+    results = [(run.returncode, out, err) for run, (out, err) in zip(runs, outputs)]
+    if len(sources) > 1 and all(code == 0 for code, _, _ in results):
+        link = subprocess.run(nvcc + ["-shared", "-o", str(partial)] + [str(o) for o in objects],
+                              capture_output=True, text=True)
+        results.append((link.returncode, link.stdout, link.stderr))
+    if len(sources) > 1:
+        for o in objects:
+            o.unlink(missing_ok=True)
+    failed = [(out, err) for code, out, err in results if code != 0]
+    if failed:
         partial.unlink(missing_ok=True)
+        out, err = failed[0]
         raise JitCompileError(
             f"nvcc could not compile the {what} snippet (its lines are numbered "
-            f"score_mod:LINE / mask_mod:LINE; the generated file is {source}):\n"
-            f"{result.stderr.strip() or result.stdout.strip()}"
+            f"score_mod:LINE / mask_mod:LINE; the generated file is {sources[0]}):\n"
+            f"{err.strip() or out.strip()}"
         )
     os.replace(partial, target)
     _stats["compiles"] += 1
@@ -422,12 +465,12 @@ def _compile(key, source_text, arch, what):
 
 
 def _load(key, build_object, entry_name):
-    """The address of entry_name in the object of key (built by build_object() when this process
-    has not loaded it)."""
+    """(address of entry_name, whether the object has the sm90 kernel) in the object of key (built
+    by build_object() when this process has not loaded it)."""
     with _lock:
         if key in _loaded:
             _stats["memory_hits"] += 1
-            return _loaded[key][1]
+            return _loaded[key][1:]
         path, compiled = build_object()
         if not compiled:
             _stats["disk_hits"] += 1
@@ -435,12 +478,14 @@ def _load(key, build_object, entry_name):
         if library.flashcore_jit_abi_version() != _ABI_VERSION:
             raise RuntimeError(f"{path} was built for another flashcore; delete it and call again")
         address = ctypes.cast(getattr(library, entry_name), ctypes.c_void_p).value
-        _loaded[key] = (library, address)
-        return address
+        has_sm90 = hasattr(library, "flashcore_jit_has_sm90") and library.flashcore_jit_has_sm90()
+        _loaded[key] = (library, address, bool(has_sm90))
+        return _loaded[key][1:]
 
 
 def launcher(mods, dtype, head_dim, arch):
-    """The attention entry point's address for mods (compiled and loaded once per key)."""
+    """(the attention entry point's address, whether its object has the sm90 kernel) for mods
+    (compiled and loaded once per key)."""
     key = cache_key(mods, dtype, head_dim, arch)
     return _load(key, lambda: build(mods, dtype, head_dim, arch), "flashcore_jit_launch")
 
@@ -462,12 +507,17 @@ def _arch(device_index):
     return major * 10 + minor
 
 
-def run(mods, q, fields, run_native):
+def run(mods, q, builtin_score, run_native):
     """Compiles or loads the attention object of mods (a jit mod or a Program) for q (torch,
-    [B, S, H, D] view) and calls run_native(address, captures, fp16, kernel head dim)."""
+    [B, S, H, D] view) and calls run_native(address, has_sm90, replaces_score, captures, fp16,
+    kernel head dim). builtin_score: whether the params carry a built-in score_mod (ALiBi, a bias
+    table or softcap); a mask snippet without one compiles a kernel with no score_mod, as the
+    library launches for the built-in mods."""
     program = _program(mods)
+    if program.score is None and not builtin_score:
+        program = Program(program.mask, NO_SCORE_MOD)
     if not getattr(q, "is_cuda", False):
-        kind = "score_mod" if program.score is not None else "mask_mod"
+        kind = "score_mod" if isinstance(program.score, JitScoreMod) else "mask_mod"
         raise TypeError(
             f"q is a {type(q).__name__} on the host; a jit_{kind} runs on torch CUDA tensors"
         )
@@ -476,8 +526,9 @@ def run(mods, q, fields, run_native):
         raise TypeError(f"q has dtype {dtype}; the flex kernel takes float16 or bfloat16")
     head_dim = kernel_head_dim(q.shape[-1])
     captures = _capture_words(program, q.device.index)
-    address = launcher(program, dtype, head_dim, _arch(q.device.index))
-    return run_native(address, captures, dtype == "float16", head_dim)
+    address, has_sm90 = launcher(program, dtype, head_dim, _arch(q.device.index))
+    return run_native(address, has_sm90, program.score is not None, captures, dtype == "float16",
+                      head_dim)
 
 
 def block_mask(mask, device_index, run_native):
@@ -485,5 +536,5 @@ def block_mask(mask, device_index, run_native):
     run_native(address, captures)."""
     arch = _arch(device_index)
     key = cache_key(mask, None, None, arch, _BLOCK_MASK)
-    address = _load(key, lambda: build_block_mask(mask, arch), "flashcore_jit_block_mask")
+    address, _ = _load(key, lambda: build_block_mask(mask, arch), "flashcore_jit_block_mask")
     return run_native(address, _capture_words([mask], device_index))

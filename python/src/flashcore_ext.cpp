@@ -341,37 +341,50 @@ std::string attention(const Array& q, const Array& k, const Array& v, const Muta
 // flashcore.jit_score_mod / jit_mask_mod (python/flashcore/jit.py): the params as attention()
 // makes them, with the flex fields but none of the parts the shared object replaces (its mask:
 // no window or built-in mask; its score_mod: no built-in score_mod or softcap), checked by the
-// library for the object's (dtype, kernel head dim); then its entry point (detail::JitLaunchFn at
-// `launch`) enqueues the kernel with the captures' words.
-void jit_attention(std::uintptr_t launch, bool replaces_mask, bool replaces_score, bool fp16,
-                   int64_t kernel_head_dim, const std::vector<uint64_t>& captures, const Array& q,
-                   const Array& k, const Array& v, const MutableArray& out,
-                   std::optional<MutableArray> lse, float softmax_scale, bool causal,
-                   int64_t window_left, int64_t window_right, std::uintptr_t stream,
-                   const std::optional<nb::dict>& flex) {
+// library for the object's kernels (dtype, kernel head dim, sm90 or not), which also picks the
+// kernel (sm90 where it takes the problem, else sm80); then the object's entry point
+// (detail::JitLaunchFn at `launch`) enqueues it with the captures' words. Returns the provider.
+std::string jit_attention(std::uintptr_t launch, bool has_sm90, bool replaces_mask,
+                          bool replaces_score, bool fp16, int64_t kernel_head_dim,
+                          const std::vector<uint64_t>& captures, const Array& q, const Array& k,
+                          const Array& v, const MutableArray& out, std::optional<MutableArray> lse,
+                          float softmax_scale, bool causal, int64_t window_left,
+                          int64_t window_right, float softcap, const std::string& backend,
+                          std::uintptr_t stream, const std::optional<nb::dict>& flex) {
   if (launch == 0) throw nb::value_error("jit_attention needs a shared object's entry point");
   int device = 0;
   flashcore::AttentionParams params =
-      make_params(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, 0.f, "auto",
-                  0, "auto", true, stream, &device);
+      make_params(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
+                  backend, 0, "auto", true, stream, &device);
   if (flex) flashcore_python::apply_flex(*flex, device, &params);
   const flashcore::DType dtype = fp16 ? flashcore::DType::kFloat16 : flashcore::DType::kBFloat16;
-  const auto entry = reinterpret_cast<flashcore::detail::JitLaunchFn>(launch);
+  struct Object {
+    flashcore::detail::JitLaunchFn entry;
+    const uint64_t* captures;
+  };
+  const Object object{reinterpret_cast<flashcore::detail::JitLaunchFn>(launch), captures.data()};
+  flashcore::RunInfo info;
   flashcore::Status status;
   {
     nb::gil_scoped_release release;
     flashcore_python::DeviceGuard guard(device);
-    flashcore::detail::Problem problem;
-    status =
-        flashcore::detail::prepare_functor_flex(params, dtype, static_cast<int>(kernel_head_dim),
-                                                {replaces_mask, replaces_score}, &problem);
+    flashcore::detail::FunctorFlex plan;
+    status = flashcore::detail::prepare_functor_flex(
+        params, {dtype, static_cast<int>(kernel_head_dim), has_sm90},
+        {replaces_mask, replaces_score}, &plan);
     if (status.ok()) {
-      status = flashcore::detail::launch_status(
-          static_cast<cudaError_t>(entry(&problem, captures.data(), params.stream)),
-          "sm80 flex_fwd_kernel (jit mods)");
+      status = flashcore::detail::launch_functor_flex(
+          &plan,
+          [](const flashcore::detail::FunctorFlex* chosen, const void* context,
+             cudaStream_t on) -> int {
+            const Object& o = *static_cast<const Object*>(context);
+            return o.entry(chosen, o.captures, on);
+          },
+          &object, &info);
     }
   }
   flashcore_python::raise_status(status);
+  return info.provider;
 }
 
 // Takes flashcore._unfused.backend()'s capsule; the name check keeps any other capsule out.
@@ -396,11 +409,12 @@ NB_MODULE(_flashcore, m) {
         "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a,
         "num_splits"_a, "tile"_a, "enable_pdl"_a, "flex"_a.none() = nb::none(),
         "Bytes of device workspace attention() needs for these arguments.");
-  m.def("jit_attention", &jit_attention, "launch"_a, "replaces_mask"_a, "replaces_score"_a,
-        "fp16"_a, "kernel_head_dim"_a, "captures"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(),
-        "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a, "stream"_a,
-        "flex"_a.none() = nb::none(),
-        "Runs the flex kernel of a jit mods' shared object (flashcore.jit).");
+  m.def("jit_attention", &jit_attention, "launch"_a, "has_sm90"_a, "replaces_mask"_a,
+        "replaces_score"_a, "fp16"_a, "kernel_head_dim"_a, "captures"_a, "q"_a, "k"_a, "v"_a,
+        "out"_a, "lse"_a.none(), "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a,
+        "softcap"_a, "backend"_a, "stream"_a, "flex"_a.none() = nb::none(),
+        "Runs the flex kernel of a jit mods' shared object (flashcore.jit); returns the "
+        "provider that ran (sm90 or sm80).");
   m.def("providers", &provider_names, "Names of the backends compiled into this build.");
   m.def("plug_unfused", &plug_unfused, "backend"_a,
         "Plugs the unfused baseline (flashcore._unfused) into this module's registry.");

@@ -1,20 +1,47 @@
-// prepare_functor_flex (api/flex_functors.hpp): run_flex's and the JIT's checks, compiled once
-// into the library. A .cu file because the flex tile's limits live in the sm80 kernel traits.
+// prepare_functor_flex and launch_functor_flex (api/flex_functors.hpp): the functor kernels'
+// checks, choice of kernel and launch around them, compiled once into the library. A .cu file
+// because the sm80 flex tile's limits live in its kernel traits.
+#include <string>
+
 #include "api/flex_functors.hpp"
 #include "api/validate.hpp"
+#include "common/launch_status.hpp"
 #include "common/status_message.hpp"
 #include "sm80/flex_view.hpp"
+#include "sm90/flex_fwd.hpp"
 
 namespace flashcore::detail {
 
-Status prepare_functor_flex(const AttentionParams& params, DType dtype, int head_dim,
-                            FunctorMods mods, Problem* problem) {
+const char* functor_sm90_rejects(const Problem& problem, const cudaDeviceProp& device,
+                                 FunctorKernels kernels) {
+  if (!kernels.sm90) {
+    return "is not compiled for these functors (compile them for sm_90a with "
+           "FLASHCORE_RUN_FLEX_SM90, api/run_flex.cuh)";
+  }
+  if (device.major != 9 || device.minor != 0) {
+    return "needs an sm_90 GPU (H100, H200): its code is built for sm_90a (wgmma, TMA)";
+  }
+  if (kernels.head_dim != 64 && kernels.head_dim != 128) {
+    return "runs functors compiled for head dim 64 or 128";
+  }
+  // The functor entry instantiates the 128-key walk only (api/run_flex_sm90.cuh): the paired
+  // kernel for 64-key blocks would double what a jit object compiles.
+  const flex::BlockMask& m = problem.params.flex.block_mask;
+  if (m.kv_num_blocks != nullptr && m.kv_block_size % sm90::kFlexTileKeys != 0) {
+    return "runs functors' BlockMasks of kv_block_size a multiple of 128 (64-key blocks run on "
+           "sm80 for functors of one's own)";
+  }
+  return sm90_flex_shape_rejects(problem);
+}
+
+Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernels, FunctorMods mods,
+                            FunctorFlex* out) {
   if (Status s = validate_arguments(params); !s.ok()) return s;
-  if (params.q.dtype != dtype) {
+  if (params.q.dtype != kernels.dtype) {
     return invalid_argument("q's dtype is not the one the flex kernel was compiled for");
   }
-  if (params.head_dim > head_dim) {
-    return invalid_argument(cat("head_dim ", params.head_dim, " exceeds the ", head_dim,
+  if (params.head_dim > kernels.head_dim) {
+    return invalid_argument(cat("head_dim ", params.head_dim, " exceeds the ", kernels.head_dim,
                                 " the kernel was compiled for"));
   }
   if (mods.mask && (params.causal || params.window_left >= 0 || params.window_right >= 0 ||
@@ -40,10 +67,70 @@ Status prepare_functor_flex(const AttentionParams& params, DType dtype, int head
         StatusCode::kUnsupported,
         "the flex kernel runs one tile, unsplit: pass num_splits 0 or 1 and tile auto or large"};
   }
+  if (params.backend != Backend::kAuto && params.backend != Backend::kSm90 &&
+      params.backend != Backend::kSm80) {
+    return {StatusCode::kUnsupported,
+            "functors of one's own run on the sm90 or sm80 flex kernel: pass backend auto, sm90 "
+            "or sm80"};
+  }
   cudaDeviceProp device{};
   if (Status s = validate_device(params, &device); !s.ok()) return s;
-  *problem = make_problem(params);
+  out->problem = make_problem(params);
+  out->sm90 = false;
+  if (params.backend == Backend::kSm80) return {};
+  const char* why = functor_sm90_rejects(out->problem, device, kernels);
+  if (why[0] == '\0') {
+    out->sm90 = true;
+    out->sm90_plan = sm90_flex_plan(out->problem, device);
+  } else if (params.backend == Backend::kSm90) {
+    return {StatusCode::kUnsupported, std::string("the sm90 flex kernel ") + why};
+  }
   return {};
+}
+
+Status launch_functor_flex(FunctorFlex* plan, FunctorLaunchFn launch, const void* context,
+                           RunInfo* info) {
+  const AttentionParams& a = plan->problem.params;
+  const cudaStream_t stream = a.stream;
+  const char* what =
+      plan->sm90 ? "sm90 flex_fwd_kernel (functors)" : "sm80 flex_fwd_kernel (functors)";
+  Status status;
+  if (!plan->sm90) {
+    status = launch_status(static_cast<cudaError_t>(launch(plan, context, stream)), what);
+  } else {
+    // The persistent kernel's tile counter (sm90_flex_workspace_bytes), as run() provides it.
+    const size_t needed = sm90_flex_workspace_bytes(plan->problem);
+    void* counter = a.workspace;
+    if (counter != nullptr && a.workspace_bytes < needed) {
+      return invalid_argument(cat("workspace_bytes is ", a.workspace_bytes,
+                                  " but the sm90 flex kernel needs ", needed,
+                                  "; pass at least that or null to let run_flex allocate it"));
+    }
+    const bool owned = counter == nullptr;
+    if (owned) {
+      if (Status s = launch_status(cudaMallocAsync(&counter, needed, stream),
+                                   "allocating the sm90 flex tile counter");
+          !s.ok()) {
+        return s;
+      }
+    }
+    plan->sm90_plan.args.tile_counter = static_cast<int*>(counter);
+    status = launch_status(cudaMemsetAsync(counter, 0, sizeof(int), stream),
+                           "sm90 flex tile counter reset");
+    if (status.ok()) {
+      status = launch_status(static_cast<cudaError_t>(launch(plan, context, stream)), what);
+    }
+    if (owned) {
+      const Status freed =
+          launch_status(cudaFreeAsync(counter, stream), "freeing the tile counter");
+      if (status.ok()) status = freed;
+    }
+  }
+  if (status.ok() && info != nullptr) {
+    info->backend = plan->sm90 ? Backend::kSm90 : Backend::kSm80;
+    info->provider = plan->sm90 ? "sm90" : "sm80";
+  }
+  return status;
 }
 
 }  // namespace flashcore::detail

@@ -1,7 +1,9 @@
-// The host side of running the flex kernel with functors compiled outside the library: run_flex
-// (api/run_flex.cuh, a C++ caller's own structs) and flashcore.jit_score_mod (a CUDA snippet
-// compiled at run time into a shared object, python/flashcore/jit.py). Both validate through
-// prepare_functor_flex, which the library compiles, so that they check exactly the same things.
+// The host side of running the flex kernels with functors compiled outside the library: run_flex
+// (api/run_flex.cuh, a C++ caller's own structs) and flashcore.jit_score_mod / jit_mask_mod (CUDA
+// snippets compiled at run time into a shared object, python/flashcore/jit.py). Both validate
+// through prepare_functor_flex and launch through launch_functor_flex, which the library
+// compiles, so that they check, choose the kernel (sm90 where it takes the problem, else sm80, as
+// for the built-in mods) and report the provider exactly alike.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,6 +13,7 @@
 #include "common/problem.hpp"
 #include "flashcore/attention.hpp"
 #include "flashcore/flex/block_mask.hpp"
+#include "sm90/launch_args.hpp"
 
 namespace flashcore::detail {
 
@@ -22,25 +25,59 @@ struct FunctorMods {
   bool score = true;
 };
 
-// Everything run_flex checks before a launch with a kernel compiled for (dtype, head_dim): the
-// arguments (validate_arguments), the fields the functors replace, the flex kernel's limits
-// (BlockMask block sizes, one unsplit tile) and the device (validate_device). Fills *problem.
-Status prepare_functor_flex(const AttentionParams& params, DType dtype, int head_dim,
-                            FunctorMods mods, Problem* problem);
+// The flex kernels compiled for the functors: their dtype and head dim, and whether the sm90
+// flex kernel (sm_90a code, api/run_flex_sm90.cuh) is among them beside the sm80 one.
+struct FunctorKernels {
+  DType dtype = DType::kFloat16;
+  int head_dim = 0;
+  bool sm90 = false;
+};
 
-// The C entry point of a shared object that flashcore.jit_score_mod / jit_mask_mod compile:
-// launches its flex kernel for a problem that prepare_functor_flex accepted, with the snippet's
-// captures (one 64-bit word each, in the order of their declaration), and returns the launch's
-// cudaError_t. kJitAbiVersion changes whenever Problem or this signature does; it is part of the
-// JIT cache key and the shared object reports it (flashcore_jit_abi_version), so a stale one is
-// never called.
-using JitLaunchFn = int (*)(const Problem* problem, const uint64_t* captures, cudaStream_t stream);
-// The second entry point of a jit_mask_mod's shared object: enqueues create_block_mask's builder
-// for its mask into a BlockMask the library placed (flex::detail::prepare_block_mask), with the
-// mask's captures; returns the launch's cudaError_t.
+// What prepare_functor_flex decided: the problem, and the kernel that runs it.
+struct FunctorFlex {
+  Problem problem;
+  bool sm90 = false;           // the sm90 flex kernel with sm90_plan; else the sm80 one
+  sm90::LaunchArgs sm90_plan;  // its grid and views; launch_functor_flex sets the tile counter
+};
+
+// Everything checked before a launch of the functor kernels: the arguments (validate_arguments),
+// the fields the functors replace, the sm80 flex kernel's limits (BlockMask block sizes, one
+// unsplit tile) and the device (validate_device). Then the kernel: sm90 where
+// functor_sm90_rejects says nothing, else sm80; params.backend sm80 or sm90 forces one (sm90
+// fails with its reason where it cannot run the problem), other backends are refused.
+Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernels, FunctorMods mods,
+                            FunctorFlex* out);
+
+// Why the sm90 flex kernel does not run `problem` with `kernels` on `device`, "" if it does: no
+// sm90 kernel compiled, not an sm_90 GPU, a head dim other than 64 / 128, or what the kernel
+// cannot run whatever its mods (sm90_flex_shape_rejects: BlockMasks of 64-key blocks, strides
+// the TMA cannot describe, ...).
+const char* functor_sm90_rejects(const Problem& problem, const cudaDeviceProp& device,
+                                 FunctorKernels kernels);
+
+// Enqueues the kernel of `plan` through launch(plan, context, stream), which returns a
+// cudaError_t. For sm90 it first points the plan at a zeroed tile counter: in params.workspace
+// when one is passed (it must hold sm90's 256 bytes), else in a stream-ordered allocation freed
+// after the launch. info (optional) gets the provider, "sm90" or "sm80".
+using FunctorLaunchFn = int (*)(const FunctorFlex* plan, const void* context, cudaStream_t stream);
+Status launch_functor_flex(FunctorFlex* plan, FunctorLaunchFn launch, const void* context,
+                           RunInfo* info);
+
+// The C entry points of a shared object that flashcore.jit_score_mod / jit_mask_mod compile.
+// JitLaunchFn: launches the flex kernel that a plan of prepare_functor_flex names, with the
+// snippets' captures (one 64-bit word each, in the order of their declaration); returns the
+// launch's cudaError_t. JitHasSm90Fn: whether the object has the sm90 kernel (an object built for
+// sm_90a), FunctorKernels::sm90. kJitAbiVersion changes whenever FunctorFlex, Problem or these
+// signatures do; it is part of the JIT cache key and the shared object reports it
+// (flashcore_jit_abi_version), so a stale one is never called.
+using JitLaunchFn = int (*)(const FunctorFlex* plan, const uint64_t* captures, cudaStream_t stream);
+using JitHasSm90Fn = int (*)();
+// The entry point of a jit_mask_mod's create_block_mask object: enqueues create_block_mask's
+// builder for its mask into a BlockMask the library placed (flex::detail::prepare_block_mask),
+// with the mask's captures; returns the launch's cudaError_t.
 using JitBlockMaskFn = int (*)(const flex::BlockMask* out,
                                const flex::detail::BlockMaskArrays* arrays,
                                const uint64_t* captures, cudaStream_t stream);
-inline constexpr int kJitAbiVersion = 2;
+inline constexpr int kJitAbiVersion = 3;
 
 }  // namespace flashcore::detail

@@ -1,12 +1,16 @@
-// flashcore::run with mask_mod and score_mod functors of the caller's own, fused into the sm80 flex
-// kernel: include this from a .cu file and call run_flex<Element, kHeadDim>(params, mask, score).
-// It compiles one kernel for the caller's (dtype, head dim, mods), and runs on any sm_80+ GPU.
+// flashcore::run with mask_mod and score_mod functors of the caller's own, fused into the flex
+// kernels: include this from a .cu file and call run_flex<Element, kHeadDim>(params, mask, score).
+// It compiles the sm80 flex kernel for the caller's (dtype, head dim, mods), which runs on any
+// sm_80+ GPU, and, where FLASHCORE_RUN_FLEX_SM90 is set (the file compiled for sm_90a among its
+// architectures: CMake's flashcore::flex_kernels sets it for targets with 90a), the sm90 one too;
+// on an H100 the sm90 kernel runs every problem it takes (head dim 64 / 128, BlockMasks of
+// 128-key blocks, ...), the sm80 one the rest, as for the built-in mods (prepare_functor_flex).
 //
 // params is what flashcore::run takes, with the mods in the functors instead: causal, the window,
 // softcap and flex.mask / flex.score_mod must stay off (AND a flex::WindowMod into the mask,
 // compose a flex::SoftcapScore into the score_mod). flex.block_mask, flex.sinks and varlen work as
-// for the built-ins. The functors follow flashcore/flex/mask_mods.hpp and score_mods.hpp: device
-// pointers inside, optional with_seqlens / block_visibility members.
+// for the built-ins; backend auto, sm90 or sm80. The functors follow flashcore/flex/mask_mods.hpp
+// and score_mods.hpp: device pointers inside, optional with_seqlens / block_visibility members.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -15,25 +19,68 @@
 #include <type_traits>
 
 #include "api/flex_functors.hpp"
-#include "common/launch_status.hpp"
 #include "sm80/flex_kernel.cuh"
 #include "sm80/flex_view.hpp"
 
-namespace flashcore {
+#if FLASHCORE_RUN_FLEX_SM90
+#include "api/run_flex_sm90.cuh"
+#endif
 
+namespace flashcore {
+namespace detail {
+
+// Whether run_flex compiles the sm90 flex kernel for these functors (FunctorKernels::sm90).
 template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
-Status run_flex(const AttentionParams& params, const Mask& mask, const ScoreMod& score_mod) {
+constexpr bool functor_has_sm90() {
+#if FLASHCORE_RUN_FLEX_SM90
+  return functor_sm90_fits<Element, kHeadDim, Mask, ScoreMod>();
+#else
+  return false;
+#endif
+}
+
+// Enqueues the sm80 flex kernel for (Element, kHeadDim, Mask, ScoreMod) and the plan's problem.
+template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
+cudaError_t launch_functor_sm80(const FunctorFlex& plan, const Mask& mask,
+                                const ScoreMod& score_mod, cudaStream_t stream) {
   static_assert(std::is_same_v<Element, __half> || std::is_same_v<Element, __nv_bfloat16>,
                 "Element is __half or __nv_bfloat16");
   using Traits = sm80::FlexTile<Element, kHeadDim>;
+  const auto fp = sm80::flex_view<Traits>(plan.problem, mask, score_mod);
+  return sm80::launch_flex_kernel<Traits>(fp, stream);
+}
+
+}  // namespace detail
+
+template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
+Status run_flex(const AttentionParams& params, const Mask& mask, const ScoreMod& score_mod,
+                RunInfo* info = nullptr) {
+  constexpr bool kSm90 = detail::functor_has_sm90<Element, kHeadDim, Mask, ScoreMod>();
   const DType dtype = std::is_same_v<Element, __half> ? DType::kFloat16 : DType::kBFloat16;
-  detail::Problem problem;
-  if (Status s = detail::prepare_functor_flex(params, dtype, kHeadDim, {}, &problem); !s.ok()) {
+  detail::FunctorFlex plan;
+  if (Status s = detail::prepare_functor_flex(params, {dtype, kHeadDim, kSm90}, {}, &plan);
+      !s.ok()) {
     return s;
   }
-  const auto fp = sm80::flex_view<Traits>(problem, mask, score_mod);
-  return detail::launch_status(sm80::launch_flex_kernel<Traits>(fp, params.stream),
-                               "sm80 flex_fwd_kernel (run_flex)");
+  struct Mods {
+    const Mask* mask;
+    const ScoreMod* score_mod;
+  };
+  const Mods mods{&mask, &score_mod};
+  const auto launch = [](const detail::FunctorFlex* chosen, const void* context,
+                         cudaStream_t stream) -> int {
+    const Mods& m = *static_cast<const Mods*>(context);
+#if FLASHCORE_RUN_FLEX_SM90
+    if constexpr (kSm90) {
+      if (chosen->sm90) {
+        return detail::launch_functor_sm90<Element, kHeadDim>(*chosen, *m.mask, *m.score_mod,
+                                                              stream);
+      }
+    }
+#endif
+    return detail::launch_functor_sm80<Element, kHeadDim>(*chosen, *m.mask, *m.score_mod, stream);
+  };
+  return detail::launch_functor_flex(&plan, launch, &mods, info);
 }
 
 }  // namespace flashcore

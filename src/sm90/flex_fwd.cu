@@ -41,10 +41,12 @@ bool with_flex_kernel(DType dtype, int64_t head_dim, Fn&& fn) {
   return KernelList<FlexKernel, 64, 128>::with(dtype, flex_head_dim(head_dim), fn);
 }
 
+}  // namespace
+
 // The problem as the flex kernel indexes it: the dense view without decode's GQA packing (mods see
 // real query heads and rows), the packed tensors of a varlen batch as one sequence each, and the
 // persistent grid over (query block, head, sequence) tiles.
-LaunchArgs flex_plan(const Problem& problem, const cudaDeviceProp& device) {
+LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device) {
   const AttentionParams& a = problem.params;
   LaunchArgs in = sm90::kernel_view(problem);
   FwdArgs& p = in.args;
@@ -84,15 +86,11 @@ LaunchArgs flex_plan(const Problem& problem, const cudaDeviceProp& device) {
   return in;
 }
 
-}  // namespace
-
-const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& device) {
+const char* sm90_flex_shape_rejects(const Problem& problem) {
   const AttentionParams& a = problem.params;
-  const int instantiated = flex_head_dim(a.head_dim);
-  if (instantiated == 0) {
+  if (flex_head_dim(a.head_dim) == 0) {
     return "runs varlen and flex problems with head_dim up to 128 (flex kernels for 64 and 128)";
   }
-  if (const char* why = pruned_reason(a.q.dtype, instantiated); why[0] != '\0') return why;
   if (a.num_splits > 1) return "runs varlen and flex problems unsplit; pass num_splits 0 or 1";
   if (a.tile != TileShape::kAuto && a.tile != TileShape::kLarge) {
     return "runs varlen and flex problems on one tile; pass tile auto or large";
@@ -107,6 +105,15 @@ const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
            "64";
   }
   if (const char* why = sm90::qkv_tma_rejects(a, /*packed=*/is_varlen(a))) return why;
+  return "";
+}
+
+const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& device) {
+  const AttentionParams& a = problem.params;
+  if (const char* why = sm90_flex_shape_rejects(problem); why[0] != '\0') return why;
+  if (const char* why = pruned_reason(a.q.dtype, flex_head_dim(a.head_dim)); why[0] != '\0') {
+    return why;
+  }
 #if FLASHCORE_HAS_SM90
   int smem_bytes = 0;
   if (!with_flex_kernel(a.q.dtype, a.head_dim, [&](auto kernel) {
@@ -133,7 +140,7 @@ Status launch_sm90_flex(const Problem& problem, void* workspace, cudaStream_t st
 #else
   cudaDeviceProp device{};
   if (Status s = current_device_properties(&device); !s.ok()) return s;
-  LaunchArgs in = flex_plan(problem, device);
+  LaunchArgs in = sm90_flex_plan(problem, device);
   // The first wave takes tiles 0..num_ctas-1 by CTA index; the counter hands out the rest.
   in.args.tile_counter = static_cast<int*>(workspace);
   if (Status s = launch_status(cudaMemsetAsync(in.args.tile_counter, 0, sizeof(int), stream),

@@ -9,10 +9,17 @@
 #include <cstddef>
 
 #include "common/problem.hpp"
+#include "sm90/launch_args.hpp"
 
 namespace flashcore::detail {
 
 const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& device);
+// What the sm90 flex kernel cannot run whatever its mods (head dim, splits, tile, BlockMask block
+// sizes, TMA strides): sm90_flex_rejects' checks without the library's instantiations (a functor
+// kernel of one's own, api/flex_functors.hpp, is compiled outside them). "" if none.
+const char* sm90_flex_shape_rejects(const Problem& problem);
+// The sm90 flex kernel's grid and views of problem on device (tile_counter left null).
+sm90::LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device);
 size_t sm90_flex_workspace_bytes(const Problem& problem);
 Status launch_sm90_flex(const Problem& problem, void* workspace, cudaStream_t stream);
 

@@ -444,12 +444,18 @@ TEST(FlexFunctors, PrepareRejectsTheFieldsTheFunctorsReplace) {
        DType::kBFloat16,
        128,
        "unsplit"},
+      {"a backend without flex kernels",
+       [](AttentionParams& p) { p.backend = Backend::kWmma; },
+       {false, false},
+       DType::kBFloat16,
+       128,
+       "pass backend auto, sm90 or sm80"},
   };
   for (const Case& c : cases) {
     AttentionParams p = flex_params();
     c.mutate(p);
-    detail::Problem problem;
-    const Status s = detail::prepare_functor_flex(p, c.dtype, c.head_dim, c.mods, &problem);
+    detail::FunctorFlex plan;
+    const Status s = detail::prepare_functor_flex(p, {c.dtype, c.head_dim, true}, c.mods, &plan);
     if (c.message) {
       EXPECT_EQ(s.code == StatusCode::kInvalidArgument || s.code == StatusCode::kUnsupported, true)
           << c.what << ": " << s.message;
@@ -462,6 +468,54 @@ TEST(FlexFunctors, PrepareRejectsTheFieldsTheFunctorsReplace) {
           << c.what << ": " << s.message;
     }
   }
+}
+
+// Which flex kernel runs functors of one's own (functor_sm90_rejects): sm90 exactly where the
+// built-in mods would run on it, given that the caller compiled the sm90 kernel for them.
+TEST(FlexFunctors, Sm90RunsFunctorsWhereItTakesTheProblem) {
+  const detail::Problem problem = detail::make_problem(flex_params());
+  const detail::FunctorKernels sm90{DType::kBFloat16, 128, true};
+  EXPECT_STREQ(detail::functor_sm90_rejects(problem, hopper(), sm90), "");
+  struct Case {
+    const char* what;
+    std::function<void(AttentionParams&, cudaDeviceProp&, detail::FunctorKernels&)> mutate;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"no sm90 kernel compiled",
+       [](AttentionParams&, cudaDeviceProp&, detail::FunctorKernels& k) { k.sm90 = false; },
+       "compile them for sm_90a"},
+      {"an A100", [](AttentionParams&, cudaDeviceProp& d, detail::FunctorKernels&) { d.major = 8; },
+       "needs an sm_90 GPU"},
+      {"a newer GPU",
+       [](AttentionParams&, cudaDeviceProp& d, detail::FunctorKernels&) { d.major = 10; },
+       "needs an sm_90 GPU"},
+      {"a head dim 256 kernel",
+       [](AttentionParams&, cudaDeviceProp&, detail::FunctorKernels& k) { k.head_dim = 256; },
+       "head dim 64 or 128"},
+      {"a BlockMask of 64-key blocks",
+       [](AttentionParams& p, cudaDeviceProp&, detail::FunctorKernels&) {
+         p.flex.block_mask = block_mask_for(p);
+         p.flex.block_mask.kv_block_size = 64;
+       },
+       "kv_block_size a multiple of 128"},
+      {"a split",
+       [](AttentionParams& p, cudaDeviceProp&, detail::FunctorKernels&) { p.num_splits = 2; },
+       "unsplit"},
+  };
+  for (const Case& c : cases) {
+    AttentionParams p = flex_params();
+    cudaDeviceProp device = hopper();
+    detail::FunctorKernels kernels = sm90;
+    c.mutate(p, device, kernels);
+    const std::string why = detail::functor_sm90_rejects(detail::make_problem(p), device, kernels);
+    EXPECT_NE(why.find(c.message), std::string::npos) << c.what << ": " << why;
+  }
+  // A BlockMask of 128-key blocks (and 64-row query blocks) is the sm90 kernel's.
+  AttentionParams blocks = flex_params();
+  blocks.flex.block_mask = block_mask_for(blocks);
+  blocks.flex.block_mask.q_block_size = 64;
+  EXPECT_STREQ(detail::functor_sm90_rejects(detail::make_problem(blocks), hopper(), sm90), "");
 }
 
 }  // namespace

@@ -101,9 +101,10 @@ def test_flex_attention_with_a_jit_mod_needs_torch_cuda_tensors():
     q = np.zeros((1, 2, 16, 64), np.float16)
     with pytest.raises(TypeError, match=r"q is a ndarray on the host; a jit_score_mod runs on torch"):
         flashcore.flex_attention(q, q, q, score_mod=flashcore.jit_score_mod("return score;"))
-    with pytest.raises(ValueError, match=r"backend 'sm90': a jit_score_mod runs on 'sm80'"):
+    with pytest.raises(ValueError,
+                       match=r"backend 'wmma': a jit_score_mod runs on 'sm90' or 'sm80'"):
         flashcore.flex_attention(q, q, q, score_mod=flashcore.jit_score_mod("return score;"),
-                                 backend="sm90")
+                                 backend="wmma")
 
 
 def test_cache_key_covers_the_compiled_parts_only():
@@ -150,7 +151,26 @@ def test_generated_source_numbers_the_snippet_and_its_own_lines():
     # The line after the directive gets the number it names: its own line in the file.
     assert int(directive.split()[1]) == start + 5
     assert "  const float* bias;" in lines
-    assert "FlexTile<__nv_bfloat16, 128>" in source
+    assert "launch_functor_sm80<__nv_bfloat16, 128>" in source
+    # sm_80: one file, the sm80 kernel alone; the entry point refuses a plan that names sm90.
+    assert len(jit.generate_sources(jit.JitScoreMod(body, {}), "bfloat16", 128, 80)) == 1
+    assert "flashcore_jit_has_sm90() {\n  return 0;" in source
+
+
+def test_an_sm90_object_has_the_sm90_kernel_in_a_second_file():
+    mod = jit.JitScoreMod(BIAS, {"bias": FakeTensor()})
+    entry, kernel = jit.generate_sources(mod, "float16", 64, 90)
+    assert "flashcore_jit_launch_sm90(plan, captures, stream)" in entry
+    assert "return flashcore_jit_sm90_fits();" in entry
+    assert '#include "api/run_flex_sm90.cuh"' in kernel and "run_flex.cuh" not in kernel
+    assert "launch_functor_sm90<__half, 64>" in kernel
+    assert "using FlashcoreJitMask = flashcore::flex::BuiltinMask;" in kernel
+    assert "using FlashcoreJitScore = JitScoreMod;" in kernel
+    # Both files declare the functor with its snippet.
+    assert kernel.count('#line 1 "score_mod"') == 1 and entry.count('#line 1 "score_mod"') == 1
+    # The object is built for sm_90a: the sm90 kernel is wgmma / TMA code.
+    assert jit._gencode(90) == "-gencode=arch=compute_90a,code=sm_90a"
+    assert jit._gencode(80) == "-gencode=arch=compute_80,code=sm_80"
 
 
 def test_build_arguments_are_checked():
@@ -252,7 +272,13 @@ def test_generated_sources_of_a_mask():
     assert "  flashcore_unpack(captures[1], &mask_mod.step);" in lines
     assert "  flashcore_unpack(captures[2], &score_mod.bias);" in lines
     alone = jit.generate_source(mask, "float16", 64)
-    assert "builtin_score_mod(*problem)" in alone and "builtin_mask" not in alone
+    assert "builtin_score_mod(plan->problem)" in alone and "builtin_mask" not in alone
+    # A mask with no score_mod at all: a kernel without one (its own cache key).
+    plain = jit.generate_sources(jit.Program(mask, jit.NO_SCORE_MOD), "float16", 64, 90)
+    assert all("flashcore::flex::NoScoreMod score_mod{};" in f for f in plain)
+    assert "using FlashcoreJitScore = flashcore::flex::NoScoreMod;" in plain[1]
+    assert jit.cache_key(jit.Program(mask, jit.NO_SCORE_MOD), "float16", 64, 90) != jit.cache_key(
+        mask, "float16", 64, 90)
     builder = jit._jit_source.block_mask_source(mask)
     assert "flashcore_jit_block_mask" in builder and "launch_block_mask_builder" in builder
     assert "flashcore_jit_launch" not in builder

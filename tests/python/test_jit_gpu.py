@@ -1,12 +1,20 @@
-"""flashcore.jit_score_mod on a GPU: snippets compiled at run time into the sm80 flex kernel,
-against a float64 computation of the same score function written in torch; the built-in mask
-(BlockMask, causal varlen) around a JIT score_mod; the checks before launch; and the disk cache
-(a fresh process compiles nothing). Fresh inputs every run (the seed is in every failure)."""
+"""flashcore.jit_score_mod on a GPU: snippets compiled at run time into the flex kernels (the sm90
+one on an H100 where it takes the problem, else sm80; the provider is checked), against a float64
+computation of the same score function written in torch; the built-in mask (BlockMask, causal
+varlen) around a JIT score_mod; on an H100 the same mods on sm90 and on sm80 (backend="sm80"),
+with partial tails, GQA and fully masked rows; the checks before launch; and the disk cache (a
+fresh process compiles nothing). Fresh inputs every run (the seed is in every failure).
+
+FLASHCORE_TEST_JIT_PRELOAD (a directory of objects that jit.build made elsewhere for this very
+package) seeds each module's fresh cache, for device runs too short to compile every object; the
+compile-error and second-process tests compile their own snippets either way."""
 
 import os
 import secrets
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +44,10 @@ BIAS = "return score + bias[h] * (q_idx - kv_idx);"
 def cache(tmp_path_factory):
     """A cache of this module's own, so that the first call of each snippet compiles."""
     path = tmp_path_factory.mktemp("jit")
+    preload = os.environ.get("FLASHCORE_TEST_JIT_PRELOAD")
+    if preload:
+        for built in Path(preload).glob("jit_*.so"):
+            shutil.copy(built, path / built.name)
     previous = os.environ.get("FLASHCORE_JIT_CACHE")
     os.environ["FLASHCORE_JIT_CACHE"] = str(path)
     yield path
@@ -71,6 +83,25 @@ def check(out, lse, ref_out, ref_lse, dtype, what):
     assert lse_err <= LSE_TOLERANCE, f"{what}: lse error {lse_err:.2e} (seed {RUN_SEED})"
 
 
+def on_h100():
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
+def expected_provider(head_dim, kv_block=None):
+    """The flex kernel that auto picks for a jit mod: sm90 on an sm_90 GPU for head dims up to
+    128 and BlockMasks of 128-key blocks, as for the built-in mods; else sm80."""
+    sm90 = on_h100() and head_dim <= 128 and (kv_block is None or kv_block % 128 == 0)
+    return "sm90" if sm90 else "sm80"
+
+
+def walked(block_mask):
+    """The same lists as a plain BlockMask, which flex_attention walks: it drops a window's own
+    (docs/flex.md, "A window's own BlockMask"), and these tests are of the list walk."""
+    return flashcore.BlockMask(block_mask.kv_num_blocks, block_mask.kv_indices,
+                               block_mask.full_kv_num_blocks, block_mask.full_kv_indices,
+                               block_mask.BLOCK_SIZE, block_mask.seq_lengths, block_mask.mask_mod)
+
+
 def inputs(dtype, B=2, Hq=4, Hkv=2, S=300, D=128, seed=0):
     g = torch.Generator(device="cuda").manual_seed(RUN_SEED + seed)
     return [torch.randn(B, h, S, D, dtype=dtype, device="cuda", generator=g)
@@ -84,7 +115,7 @@ def test_bias_example_matches_float64(dtype, head_dim):
     bias = torch.randn(q.shape[1], device="cuda") * 0.05
     mod = flashcore.jit_score_mod(BIAS, bias=bias)
     out, lse = flashcore.flex_attention(q, k, v, score_mod=mod, enable_gqa=True, return_lse=True)
-    assert flashcore.last_provider() == "sm80"
+    assert flashcore.last_provider() == expected_provider(head_dim)
     ref_out, ref_lse = reference(
         q, k, v, lambda s, b, h, qi, ki: s + bias.double()[h] * (qi - ki))
     check(out, lse, ref_out, ref_lse, dtype, f"bias {dtype} hd{head_dim}")
@@ -110,9 +141,10 @@ def test_captures_of_every_kind_under_a_causal_block_mask():
         "if (enabled && kv_idx % period[b] == 0) s += boost;\n"
         "return s;",
         temperature=temperature, period=period, boost=0.75, enabled=True)
-    block_mask = flashcore.create_block_mask(mods.causal(), B, None, S, S, BLOCK_SIZE=64)
+    block_mask = walked(flashcore.create_block_mask(mods.causal(), B, None, S, S, BLOCK_SIZE=64))
     out, lse = flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask,
                                         return_lse=True)
+    assert flashcore.last_provider() == "sm80"  # 64-key blocks: the sm80 kernel's
 
     def score(s, b, h, qi, ki):
         return s * temperature.double()[h] + 0.75 * (ki % period[b] == 0)
@@ -198,3 +230,88 @@ def test_a_second_process_compiles_nothing(cache):
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0", "1", "True"], (
         f"the second process compiled or differed: compiles, disk hits, equal = {result.stdout}")
+
+
+needs_h100 = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+    reason="SKIPPED: not an sm_90 GPU, so the jit mods' sm90 flex kernel does not run here")
+
+
+@needs_h100
+@pytest.mark.parametrize("dtype, head_dim", [(torch.bfloat16, 128), (torch.float16, 64)])
+def test_sm90_runs_a_jit_score_mod_under_a_causal_block_mask(dtype, head_dim):
+    # S = 300: a partial last tile of queries and keys; GQA 4 / 2.
+    q, k, v = inputs(dtype, Hq=4, Hkv=2, S=300, D=head_dim, seed=8)
+    B, _, S = q.shape[:3]
+    bias = torch.randn(q.shape[1], device="cuda") * 0.05
+    mod = flashcore.jit_score_mod(BIAS, bias=bias)
+    block_mask = walked(flashcore.create_block_mask(mods.causal(), B, None, S, S, BLOCK_SIZE=128))
+    out, lse = flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask,
+                                        enable_gqa=True, return_lse=True)
+    assert flashcore.last_provider() == "sm90"
+    ref_out, ref_lse = reference(q, k, v, lambda s, b, h, qi, ki: s + bias.double()[h] * (qi - ki),
+                                 lambda b, h, qi, ki: ki <= qi)
+    check(out, lse, ref_out, ref_lse, dtype, f"sm90 bias {dtype} hd{head_dim}")
+    # The same object's sm80 kernel, and the built-in ALiBi with the same scores (bias = -slope)
+    # on the library's sm90 kernel.
+    sm80, lse80 = flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask,
+                                           enable_gqa=True, return_lse=True, backend="sm80")
+    assert flashcore.last_provider() == "sm80"
+    check(sm80, lse80, ref_out, ref_lse, dtype, "the same mod on sm80")
+    builtin = flashcore.flex_attention(q, k, v, score_mod=mods.alibi(-bias), block_mask=block_mask,
+                                       enable_gqa=True)
+    err = ((out.float() - builtin.float()).norm() / builtin.float().norm()).item()
+    assert err <= TOLERANCE[dtype], f"sm90 jit vs built-in ALiBi: {err:.2e} (seed {RUN_SEED})"
+
+
+@needs_h100
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sm90_runs_a_jit_mask_mod_with_fully_masked_rows(dtype):
+    q, k, v = inputs(dtype, Hq=4, Hkv=2, S=300, D=64, seed=9)
+    B, _, S = q.shape[:3]
+    mask = flashcore.jit_mask_mod("return q_idx % period != 3 && kv_idx <= q_idx;", period=7)
+    block_mask = flashcore.create_block_mask(mask, B, None, S, S, BLOCK_SIZE=128)
+    out, lse = flashcore.flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True,
+                                        return_lse=True)
+    assert flashcore.last_provider() == "sm90"
+    hidden = torch.arange(S, device="cuda") % 7 == 3
+    assert (out[:, :, hidden] == 0).all() and (lse[:, :, hidden] == float("-inf")).all()
+
+    def visible(b, h, qi, ki):
+        return (qi % 7 != 3) & (ki <= qi)
+
+    ref_out, ref_lse = reference(q, k, v, lambda s, b, h, qi, ki: s, visible)
+    shown = ~hidden
+    check(out[:, :, shown], lse[:, :, shown], ref_out[:, :, shown], ref_lse[:, :, shown], dtype,
+          "sm90 jit mask")
+    # With a jit score_mod too, and with the built-in ALiBi and sinks: both kernels agree.
+    score = flashcore.jit_score_mod("return score * t;", t=0.5)
+    both, lse_both = flashcore.flex_attention(q, k, v, score_mod=score, block_mask=block_mask,
+                                              enable_gqa=True, return_lse=True)
+    assert flashcore.last_provider() == "sm90"
+    ref_half, ref_lse_half = reference(q, k, v, lambda s, b, h, qi, ki: s * 0.5, visible)
+    check(both[:, :, shown], lse_both[:, :, shown], ref_half[:, :, shown],
+          ref_lse_half[:, :, shown], dtype, "sm90 jit mask + jit score")
+    slopes, sinks = torch.rand(q.shape[1], device="cuda"), torch.randn(q.shape[1], device="cuda")
+    runs = []
+    for backend in ("auto", "sm80"):
+        runs.append(flashcore.flex_attention(q, k, v, score_mod=mods.alibi(slopes),
+                                             block_mask=block_mask, enable_gqa=True, sinks=sinks,
+                                             backend=backend))
+        assert flashcore.last_provider() == ("sm90" if backend == "auto" else "sm80")
+    assert torch.isfinite(runs[0]).all(), f"NaN with ALiBi and sinks (seed {RUN_SEED})"
+    err = ((runs[0].float() - runs[1].float()).norm() / runs[1].float().norm()).item()
+    assert err <= TOLERANCE[dtype], f"sm90 vs sm80, ALiBi + sinks: {err:.2e} (seed {RUN_SEED})"
+
+
+@needs_h100
+def test_sm90_forced_names_what_it_cannot_run():
+    q, k, v = inputs(torch.float16, Hq=2, Hkv=2, S=256, D=64, seed=10)
+    mod = flashcore.jit_score_mod("return score;")
+    block_mask = walked(flashcore.create_block_mask(mods.causal(), 2, None, 256, 256,
+                                                    BLOCK_SIZE=64))
+    with pytest.raises(ValueError, match=r"the sm90 flex kernel runs functors' BlockMasks of "
+                                         r"kv_block_size a multiple of 128"):
+        flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask, backend="sm90")
+    flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask)
+    assert flashcore.last_provider() == "sm80"

@@ -123,3 +123,23 @@ def test_jit_mask_under_torch_compile_equals_eager():
     want = step(q, k, v)
     for a, b in zip(got, want):
         assert torch.equal(a, b), f"compiled differs from eager (seed {RUN_SEED})"
+
+
+def test_jit_mask_keeps_the_built_in_softcap():
+    # The softcap of a built-in score_mod beside a jit mask reaches the kernel (it was dropped
+    # before): the snippet's causal mask with softcap equals the built-in causal mask with it.
+    q, k, v = inputs(torch.bfloat16)
+    B, _, S = q.shape[:3]
+    mask = flashcore.jit_mask_mod("return kv_idx <= q_idx;")
+    ours = flashcore.flex_attention(q, k, v, score_mod=mods.softcap(2.0), enable_gqa=True,
+                                    block_mask=flashcore.create_block_mask(mask, B, None, S, S))
+    builtin = flashcore.flex_attention(
+        q, k, v, score_mod=mods.softcap(2.0), enable_gqa=True,
+        block_mask=flashcore.create_block_mask(mods.causal(), B, None, S, S))
+    uncapped = flashcore.flex_attention(
+        q, k, v, enable_gqa=True,
+        block_mask=flashcore.create_block_mask(mods.causal(), B, None, S, S))
+    err = ((ours.float() - builtin.float()).norm() / builtin.float().norm()).item()
+    assert err <= 1e-2, f"jit mask + softcap vs built-in: {err:.2e} (seed {RUN_SEED})"
+    apart = ((uncapped.float() - builtin.float()).norm() / builtin.float().norm()).item()
+    assert apart > 1e-1, f"softcap 2 changed too little to tell: {apart:.2e} (seed {RUN_SEED})"

@@ -1,0 +1,77 @@
+// The sm90 flex kernel (sm90/flex_kernel.cuh: persistent, warp-specialized, TMA and wgmma) for
+// functors of one's own: launch_functor_sm90 enqueues it for a plan of prepare_functor_flex.
+// run_flex (api/run_flex.cuh) includes this where FLASHCORE_RUN_FLEX_SM90 is set (CMake's
+// flashcore::flex_kernels sets it for targets with 90a among their CUDA_ARCHITECTURES), and
+// flashcore.jit compiles it into the objects it builds for sm_90a. The kernel is sm_90a code: a
+// file including this must be compiled for sm_90a (and may add other architectures).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+#include <cutlass/numeric_types.h>
+
+#include <type_traits>
+
+#include "api/flex_functors.hpp"
+#include "sm90/flex_kernel.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error \
+    "the sm90 flex kernel is sm_90a code: compile for sm_90a (nvcc -arch=sm_90a, CMake 90a), not sm_90"
+#endif
+
+namespace flashcore::detail {
+
+#if defined(__CUDA_ARCH_LIST__)
+// Whether this compile has sm_90 device code (nvcc's architecture list, the same in every pass):
+// without it the kernel would be an empty stub that a newer GPU could run from PTX.
+inline constexpr int kCompiledArchitectures[] = {__CUDA_ARCH_LIST__};
+constexpr bool compiles_sm90() {
+  for (const int arch : kCompiledArchitectures) {
+    if (arch == 900) return true;
+  }
+  return false;
+}
+static_assert(compiles_sm90(),
+              "api/run_flex_sm90.cuh needs sm_90a among the architectures this file is compiled "
+              "for; without it leave FLASHCORE_RUN_FLEX_SM90 unset (run_flex then runs sm80)");
+#endif
+
+template <typename Element>
+using Sm90Element =
+    std::conditional_t<std::is_same_v<Element, __half>, cutlass::half_t, cutlass::bfloat16_t>;
+
+// Whether the sm90 flex kernel is built for these functors: head dims 64 and 128 (its tile), and
+// the tile state of both consumer warpgroups (the mods bound to a sequence) fits its shared memory.
+template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
+constexpr bool functor_sm90_fits() {
+  if constexpr (kHeadDim != 64 && kHeadDim != 128) {
+    return false;
+  } else {
+    using Traits = sm90::FlexTraits<Sm90Element<Element>, kHeadDim>;
+    return sm90::flex_smem_bytes<Traits, Mask, ScoreMod, /*kPaired=*/false>() <=
+           Traits::kSmemLimitBytes;
+  }
+}
+
+// Enqueues the sm90 flex kernel for (Element, kHeadDim, Mask, ScoreMod); plan.sm90 is set and its
+// tile counter zeroed (launch_functor_flex).
+template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
+cudaError_t launch_functor_sm90(const FunctorFlex& plan, const Mask& mask,
+                                const ScoreMod& score_mod, cudaStream_t stream) {
+  static_assert(std::is_same_v<Element, __half> || std::is_same_v<Element, __nv_bfloat16>,
+                "Element is __half or __nv_bfloat16");
+  static_assert(functor_sm90_fits<Element, kHeadDim, Mask, ScoreMod>(),
+                "the sm90 flex kernel runs head dims 64 and 128, with mods that fit its shared "
+                "memory (functor_sm90_fits)");
+  using Traits = sm90::FlexTraits<Sm90Element<Element>, kHeadDim>;
+  const AttentionParams& a = plan.problem.params;
+  const sm90::FlexArgs<Mask, ScoreMod> flex{
+      mask,         score_mod,      plan.problem.scale, a.flex.block_mask,
+      a.flex.sinks, a.cu_seqlens_q, a.cu_seqlens_k};
+  // 128-key walks only: functor_sm90_rejects sends 64-key BlockMasks to sm80.
+  return sm90::launch_flex_kernel<Traits, /*kPaired=*/false>(plan.sm90_plan, flex, stream);
+}
+
+}  // namespace flashcore::detail
