@@ -9,6 +9,7 @@
 #include "common/status_message.hpp"
 #include "sm80/flex_view.hpp"
 #include "sm90/flex_fwd.hpp"
+#include "sm90/flex_launch.hpp"
 
 namespace flashcore::detail {
 
