@@ -18,7 +18,7 @@
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error \
-    "the sm90 flex kernel is sm_90a code: compile for sm_90a (nvcc -arch=sm_90a, CMake 90a), not sm_90"
+    "the sm90 flex kernel is sm_90a code: compile for sm_90a only (nvcc -gencode=arch=compute_90a,code=sm_90a, CMake 90a); plain sm_90 or compute_90 (which nvcc 13's -arch=sm_90a also emits) cannot hold it"
 #endif
 
 namespace flashcore::detail {
