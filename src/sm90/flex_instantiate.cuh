@@ -28,8 +28,7 @@ cudaError_t launch_flex_dtype(const LaunchArgs& in, const BuiltinFlexArgs& flex,
     // and the O accumulator went to local memory in both paths when they shared one kernel.
     // BlockMasks of 64-key blocks: the paired kernels (two blocks to a step, flex_load.hpp), so
     // that the 128-key walk's kernels stay the code they were.
-    const bool paired = flex.block_mask.kv_num_blocks != nullptr &&
-                        flex.block_mask.kv_block_size % Traits::kBlockN != 0;
+    const bool paired = needs_paired_walk(flex.block_mask);
     if (flex.score_mod.is_identity()) {
       const FlexArgs<flex::BuiltinMask, flex::NoScoreMod> plain{
           flex.mask,  flex::NoScoreMod{}, flex.scale,       flex.block_mask,

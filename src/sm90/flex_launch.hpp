@@ -17,6 +17,12 @@ using BuiltinFlexArgs = FlexArgs<flex::BuiltinMask, flex::BuiltinScoreMod>;
 inline constexpr int kFlexTileRows = 128;
 inline constexpr int kFlexTileKeys = 128;
 
+// Whether a problem's BlockMask needs the paired walk (two 64-key blocks to a 128-key step,
+// flex_load.hpp): the one place the launch and the functor path decide it.
+inline bool needs_paired_walk(const flex::BlockMask& block_mask) {
+  return block_mask.kv_num_blocks != nullptr && block_mask.kv_block_size % kFlexTileKeys != 0;
+}
+
 template <int kHeadDim>
 cudaError_t launch_flex_head_dim(const LaunchArgs& in, const BuiltinFlexArgs& flex,
                                  cudaStream_t stream);
