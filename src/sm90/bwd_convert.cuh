@@ -38,22 +38,33 @@ struct DqTileOrder {
 };
 
 // One CTA per (query block, head, batch), one thread per consumer thread of the main kernel.
+// Varlen: batch is the sequence, whose rows go to their place in the packed dq; the grid covers
+// the longest sequence, and the CTAs past this one's rows leave at once.
 template <typename Traits, typename Element>
 __global__ void __launch_bounds__(Traits::kConsumerThreads)
     bwd_convert_kernel(const __grid_constant__ sm80::BwdParams p) {
   using Order = DqTileOrder<Traits>;
   const int row0 = blockIdx.x * Traits::kBlockM;
   const int head = blockIdx.y, batch = blockIdx.z;
-  const float* tile =
-      p.dq_accum + ((static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q_rounded + row0) *
-                       Traits::kHeadDim;
-  Element* dq = static_cast<Element*>(p.dq) + batch * p.dq_batch + head * p.dq_head;
+  int seqlen_q = p.seqlen_q;
+  int64_t q_start = 0, batch_index = batch;
+  int64_t tile_row = (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q_rounded + row0;
+  if constexpr (Traits::kVarlen) {
+    q_start = p.cu_seqlens_q[batch];
+    seqlen_q = p.cu_seqlens_q[batch + 1] - static_cast<int>(q_start);
+    if (row0 >= seqlen_q) return;
+    batch_index = 0;
+    tile_row = sm80::workspace_row0(p, batch, head) + row0;
+  }
+  const float* tile = p.dq_accum + tile_row * Traits::kHeadDim;
+  Element* dq = static_cast<Element*>(p.dq) + batch_index * p.dq_batch + q_start * p.dq_seq +
+                head * p.dq_head;
   const int thread = threadIdx.x;
   CUTLASS_PRAGMA_UNROLL
   for (int k = 0; k < Order::kPairs; ++k) {
     const int2 at = Order::coords(thread, k);
     const int row = row0 + at.x;
-    if (row < p.seqlen_q) {
+    if (row < seqlen_q) {
       const float2 v = *reinterpret_cast<const float2*>(tile + Order::offset(thread, k));
       *reinterpret_cast<uint32_t*>(dq + row * p.dq_seq + at.y) =
           sm80::pack2<Element>(v.x * p.scale, v.y * p.scale);
@@ -65,8 +76,9 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads)
 template <typename Traits, typename Element>
 cudaError_t launch_bwd_convert(const sm80::BwdParams& p, cudaStream_t stream) {
   detail::LaunchShape shape;
-  shape.grid = dim3(static_cast<unsigned>(p.seqlen_q_rounded / Traits::kBlockM),
-                    static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
+  // num_m_blocks: seqlen_q_rounded / kBlockM when dense, the longest sequence's when varlen.
+  shape.grid = dim3(static_cast<unsigned>(p.num_m_blocks), static_cast<unsigned>(p.heads_q),
+                    static_cast<unsigned>(p.batch));
   shape.threads = Traits::kConsumerThreads;
   return detail::launch_kernel(bwd_convert_kernel<Traits, Element>, shape, stream, p);
 }

@@ -53,14 +53,15 @@ struct BwdLoad {
     const sm80::BwdParams& p = params.p;
     if (walk.steps == 0) return;
     const bool issuer = cute::elect_one_sync();
+    const int tma_batch = Traits::kVarlen ? 1 : p.batch;  // varlen: the packed tensors
     Tensor mQ =
-        params.tma_q.get_tma_tensor(make_shape(p.seqlen_q, int{kHeadDim}, p.heads_q, p.batch));
+        params.tma_q.get_tma_tensor(make_shape(p.seqlen_q, int{kHeadDim}, p.heads_q, tma_batch));
     Tensor mdO =
-        params.tma_do.get_tma_tensor(make_shape(p.seqlen_q, int{kHeadDim}, p.heads_q, p.batch));
+        params.tma_do.get_tma_tensor(make_shape(p.seqlen_q, int{kHeadDim}, p.heads_q, tma_batch));
     Tensor mK =
-        params.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int{kHeadDim}, p.heads_kv, p.batch));
+        params.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int{kHeadDim}, p.heads_kv, tma_batch));
     Tensor mV =
-        params.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int{kHeadDim}, p.heads_kv, p.batch));
+        params.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int{kHeadDim}, p.heads_kv, tma_batch));
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
     Tensor sdO = make_tensor(make_smem_ptr(smem.d_o.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
@@ -71,10 +72,10 @@ struct BwdLoad {
     if (issuer) {
       cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
       cute::prefetch_tma_descriptor(params.tma_do.get_tma_descriptor());
-      Tensor gK =
-          local_tile(mK(_, _, walk.kv_head, walk.batch), KvTile{}, make_coord(walk.n_block, _0{}));
-      Tensor gV =
-          local_tile(mV(_, _, walk.kv_head, walk.batch), KvTile{}, make_coord(walk.n_block, _0{}));
+      Tensor gK = local_tile(sequence_rows(mK, walk.kv_head, walk, walk.k_start), KvTile{},
+                             make_coord(walk.n_block, _0{}));
+      Tensor gV = local_tile(sequence_rows(mV, walk.kv_head, walk, walk.k_start), KvTile{},
+                             make_coord(walk.n_block, _0{}));
       auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
                                    group_modes<0, 2>(gK));
       auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
@@ -92,8 +93,10 @@ struct BwdLoad {
       pipeline.producer_acquire(write);
       if (issuer) {
         uint64_t* full = pipeline.producer_get_barrier(write);
-        Tensor gQ = local_tile(mQ(_, _, head, walk.batch), QTile{}, make_coord(m_block, _0{}));
-        Tensor gdO = local_tile(mdO(_, _, head, walk.batch), QTile{}, make_coord(m_block, _0{}));
+        Tensor gQ = local_tile(sequence_rows(mQ, head, walk, walk.q_start), QTile{},
+                               make_coord(m_block, _0{}));
+        Tensor gdO = local_tile(sequence_rows(mdO, head, walk, walk.q_start), QTile{},
+                                make_coord(m_block, _0{}));
         auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
                                      group_modes<0, 2>(gQ));
         auto do_views = tma_partition(params.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO),
@@ -101,9 +104,7 @@ struct BwdLoad {
         copy(params.tma_q.with(*full, 0), get<0>(q_views), get<1>(q_views)(_, write.index()));
         copy(params.tma_do.with(*full, 0), get<0>(do_views), get<1>(do_views)(_, write.index()));
         // LSE and D rows: the workspace pads them to whole query blocks (16-byte aligned).
-        const int64_t rows =
-            (static_cast<int64_t>(walk.batch) * p.heads_q + head) * p.seqlen_q_rounded +
-            m_block * kBlockM;
+        const int64_t rows = walk.workspace_row<Traits::kVarlen>(p, head) + m_block * kBlockM;
         cute::SM90_BULK_COPY_G2S::copy(p.lse_log2 + rows, full, smem.lse[write.index()],
                                        Traits::kRowStatBytes);
         cute::SM90_BULK_COPY_G2S::copy(p.delta + rows, full, smem.delta[write.index()],
@@ -113,6 +114,19 @@ struct BwdLoad {
     }
     // Keeps the warp alive until the consumers released every stage it filled.
     pipeline.producer_tail(write);
+  }
+
+  // The (row, dim) slice of head of m whose rows the walk's tiles count from: batch entry
+  // walk.batch, or varlen's packed rows from the sequence's first (start).
+  template <typename GmemTensor>
+  __device__ static auto sequence_rows(const GmemTensor& m, int head, const BwdWalk& walk,
+                                       int start) {
+    if constexpr (Traits::kVarlen) {
+      return domain_offset(make_coord(start, _0{}), m(_, _, head, _0{}));
+    } else {
+      (void)start;
+      return m(_, _, head, walk.batch);
+    }
   }
 };
 
@@ -137,12 +151,13 @@ __device__ __forceinline__ void pass_dq_turn(int* semaphore) {
 
 // The dQ writer warp: per step, waits for the consumers' staged dQ tile, adds it to the
 // workspace's accumulators with one bulk reduction (the tile is one contiguous block of them, in
-// DqTileOrder; rows past seqlen_q included: the workspace pads to whole query blocks, and the
-// convert kernel never reads them), and hands the staging buffer back once the reduction has read
-// it. One reduction of 32 KB instead of one per query row: the per-row reductions (128 a step at
-// hd64) were a limit of their own (docs/perf.md, sm90 v4). In deterministic mode (the workspace
-// has semaphores) each reduction waits for its turn and passes it on when complete; the
-// consumers wait only for the staging buffer, so the next step's GEMMs run meanwhile.
+// DqTileOrder; rows past seqlen_q included: the workspace pads each sequence to whole query
+// blocks, and the convert kernel never reads them), and hands the staging buffer back once the
+// reduction has read it. One reduction of 32 KB instead of one per query row: the per-row
+// reductions (128 a step at hd64) were a limit of their own (docs/perf.md, sm90 v4). In
+// deterministic mode (the workspace has semaphores) each reduction waits for its turn and passes it
+// on when complete; the consumers wait only for the staging buffer, so the next step's GEMMs run
+// meanwhile.
 template <typename Traits>
 __device__ void write_dq(const sm80::BwdParams& p, typename Traits::SharedStorage& smem,
                          const BwdWalk& walk) {
@@ -166,7 +181,8 @@ __device__ void write_dq(const sm80::BwdParams& p, typename Traits::SharedStorag
         wait_for_dq_turn(semaphore,
                          sm80::dq_turn<Traits::kBlockM, Traits::kBlockN>(p, row0, walk.n_block));
       }
-      float* accum = p.dq_accum + (head_row * p.seqlen_q_rounded + row0) * Traits::kHeadDim;
+      const int64_t tile_row = walk.workspace_row<Traits::kVarlen>(p, walk.head(step)) + row0;
+      float* accum = p.dq_accum + tile_row * Traits::kHeadDim;
       bulk_reduce_add_f32(accum, smem.dq, kTileBytes);
       cute::tma_store_arrive();   // commit the bulk group
       cute::tma_store_wait<0>();  // ... and wait until its reads of the staging buffer are done
@@ -190,6 +206,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   extern __shared__ __align__(1024) char smem_bytes[];
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_bytes);
 
+  if constexpr (Traits::kVarlen) {
+    // The grid covers the longest sequence's keys: CTAs past this one's have nothing to do.
+    const int b = blockIdx.z;
+    if (static_cast<int>(blockIdx.x) * Traits::kBlockN >=
+        params.p.cu_seqlens_k[b + 1] - params.p.cu_seqlens_k[b]) {
+      return;
+    }
+  }
   const int warpgroup = cutlass::canonical_warp_group_idx();
   const bool is_producer = warpgroup == 0;
   const int warp_in_warpgroup = cutlass::canonical_warp_idx_sync() % 4;
@@ -201,7 +225,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   cutlass::arch::fence_barrier_init();
   __syncthreads();
 
-  const BwdWalk walk = BwdWalk::of<Traits::kBlockM, Traits::kBlockN>(params.p);
+  const BwdWalk walk = BwdWalk::of<Traits::kBlockM, Traits::kBlockN, Traits::kVarlen>(params.p);
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
     if (warp_in_warpgroup == 0) {
@@ -227,11 +251,11 @@ auto bwd_gmem_tensor(const void* data, int seqlen, int heads, int batch, int64_t
 }
 
 // The three launches of one backward (the workspace's dQ accumulators zeroed by the caller):
-// preprocess, this kernel, convert; the softcap kernel is an instantiation of its own. Element is
-// cutlass::half_t or cutlass::bfloat16_t.
-template <typename Element, int kHeadDim, bool kSoftcap>
+// preprocess, this kernel, convert; the softcap and varlen kernels are instantiations of their
+// own. Element is cutlass::half_t or cutlass::bfloat16_t.
+template <typename Element, int kHeadDim, bool kSoftcap, bool kVarlen>
 cudaError_t launch_backward(const sm80::BwdParams& p, cudaStream_t stream) {
-  using Traits = BwdTraits<Element, kHeadDim, kSoftcap>;
+  using Traits = BwdTraits<Element, kHeadDim, kSoftcap, kVarlen>;
   // The preprocess and convert kernels take the CUDA element type and read only its chunking.
   using CudaElement =
       std::conditional_t<std::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
@@ -243,14 +267,21 @@ cudaError_t launch_backward(const sm80::BwdParams& p, cudaStream_t stream) {
   }
   BwdKernelParams<Traits> params{};
   params.p = p;
+  // Varlen: the packed tensors as one batch entry of every row; their batch strides are never
+  // used, and the descriptors get valid ones.
+  const int batch = kVarlen ? 1 : p.batch;
+  const int64_t q_batch = kVarlen ? p.seqlen_q * p.q_seq : p.q_batch;
+  const int64_t do_batch = kVarlen ? p.seqlen_q * p.do_seq : p.do_batch;
+  const int64_t k_batch = kVarlen ? p.seqlen_k * p.k_seq : p.k_batch;
+  const int64_t v_batch = kVarlen ? p.seqlen_k * p.v_seq : p.v_batch;
   auto q_tensor =
-      bwd_gmem_tensor<Traits>(p.q, p.seqlen_q, p.heads_q, p.batch, p.q_seq, p.q_head, p.q_batch);
-  auto do_tensor = bwd_gmem_tensor<Traits>(p.d_o, p.seqlen_q, p.heads_q, p.batch, p.do_seq,
-                                           p.do_head, p.do_batch);
+      bwd_gmem_tensor<Traits>(p.q, p.seqlen_q, p.heads_q, batch, p.q_seq, p.q_head, q_batch);
+  auto do_tensor =
+      bwd_gmem_tensor<Traits>(p.d_o, p.seqlen_q, p.heads_q, batch, p.do_seq, p.do_head, do_batch);
   auto k_tensor =
-      bwd_gmem_tensor<Traits>(p.k, p.seqlen_k, p.heads_kv, p.batch, p.k_seq, p.k_head, p.k_batch);
+      bwd_gmem_tensor<Traits>(p.k, p.seqlen_k, p.heads_kv, batch, p.k_seq, p.k_head, k_batch);
   auto v_tensor =
-      bwd_gmem_tensor<Traits>(p.v, p.seqlen_k, p.heads_kv, p.batch, p.v_seq, p.v_head, p.v_batch);
+      bwd_gmem_tensor<Traits>(p.v, p.seqlen_k, p.heads_kv, batch, p.v_seq, p.v_head, v_batch);
   using QTile = Shape<Int<Traits::kBlockM>, Int<kHeadDim>>;
   using KvTile = Shape<Int<Traits::kBlockN>, Int<kHeadDim>>;
   const auto q_smem = take<0, 2>(typename Traits::SmemLayoutQ{});
@@ -276,21 +307,27 @@ cudaError_t launch_backward(const sm80::BwdParams& p, cudaStream_t stream) {
   return launch_bwd_convert<Traits, CudaElement>(p, stream);
 }
 
-template <typename Element, int kHeadDim>
+template <typename Element, int kHeadDim, bool kVarlen>
 cudaError_t launch_backward_softcap(const sm80::BwdParams& p, cudaStream_t stream) {
-  return p.softcapped ? launch_backward<Element, kHeadDim, true>(p, stream)
-                      : launch_backward<Element, kHeadDim, false>(p, stream);
+  return p.softcapped ? launch_backward<Element, kHeadDim, true, kVarlen>(p, stream)
+                      : launch_backward<Element, kHeadDim, false, kVarlen>(p, stream);
+}
+
+template <typename Element, int kHeadDim>
+cudaError_t launch_backward_varlen(const sm80::BwdParams& p, cudaStream_t stream) {
+  return p.cu_seqlens_q != nullptr ? launch_backward_softcap<Element, kHeadDim, true>(p, stream)
+                                   : launch_backward_softcap<Element, kHeadDim, false>(p, stream);
 }
 
 template <int kHeadDim>
 cudaError_t launch_backward_head_dim(const sm80::BwdParams& p, bool bf16, cudaStream_t stream) {
   if (bf16) {
     if constexpr (detail::kernel_built(DType::kBFloat16, kHeadDim)) {
-      return launch_backward_softcap<cutlass::bfloat16_t, kHeadDim>(p, stream);
+      return launch_backward_varlen<cutlass::bfloat16_t, kHeadDim>(p, stream);
     }
   } else {
     if constexpr (detail::kernel_built(DType::kFloat16, kHeadDim)) {
-      return launch_backward_softcap<cutlass::half_t, kHeadDim>(p, stream);
+      return launch_backward_varlen<cutlass::half_t, kHeadDim>(p, stream);
     }
   }
   return cudaErrorInvalidDeviceFunction;

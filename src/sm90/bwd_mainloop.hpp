@@ -7,6 +7,7 @@
 
 #include <cutlass/arch/barrier.h>
 
+#include "common/flex_sequence.hpp"
 #include "common/key_block_rows.hpp"
 #include "common/online_softmax.hpp"
 #include "common/score_scaling.hpp"
@@ -33,13 +34,24 @@ struct BwdKernelParams {
 // Key blocks are numbered in dispatch order (blockIdx.x), except in deterministic mode (the
 // workspace has semaphores), where the last key block is dispatched first, as the order of its dQ
 // adds needs (sm80/bwd_dq_order.hpp).
+//
+// Varlen (kVarlen): batch is the sequence, whose rows start at q_start and k_start of the packed
+// tensors and at workspace_start of the workspace (sm80::workspace_row0), and whose window is
+// mask (p.mask bound to its lengths). Tiles that run past the sequence's last key or query read
+// the next sequence's rows: the mask hides those keys (P = 0, dK and dV not stored), and the
+// workspace gives the query rows past the end LSE +inf (P = 0) and dQ rows of this sequence's
+// padding. A CTA past the sequence's keys has no steps and stores nothing.
 struct BwdWalk {
   int n_block, kv_head, batch;
   int kv_group;
   int first_m_block, blocks_per_head;
   int steps;  // 0: no query sees these keys, whose dK and dV are zeros
+  // Varlen only:
+  int q_start, k_start;
+  int64_t workspace_start;
+  WindowMask<int> mask;
 
-  template <int kBlockM, int kBlockN>
+  template <int kBlockM, int kBlockN, bool kVarlen = false>
   __device__ static BwdWalk of(const sm80::BwdParams& p) {
     BwdWalk w{sm80::key_block_of_cta(/*deterministic=*/p.dq_semaphore != nullptr),
               static_cast<int>(blockIdx.y),
@@ -49,8 +61,18 @@ struct BwdWalk {
               0,
               0};
     const int key_begin = w.n_block * kBlockN;
+    if constexpr (kVarlen) {
+      const detail::FlexSequence seq =
+          detail::flex_sequence(p.cu_seqlens_q, p.cu_seqlens_k, w.batch, p.seqlen_q, p.seqlen_k);
+      w.q_start = seq.q_start;
+      w.k_start = seq.k_start;
+      w.workspace_start = sm80::workspace_row0(p, w.batch, 0);
+      w.mask = p.mask.with_seqlens(seq.seqlen_q, seq.seqlen_k);
+      if (key_begin >= seq.seqlen_k) return w;
+    }
+    const WindowMask<int>& mask = kVarlen ? w.mask : p.mask;
     const RowRange<int> rows =
-        rows_seeing_keys(p.mask, key_begin, min(key_begin + kBlockN, p.seqlen_k));
+        rows_seeing_keys(mask, key_begin, min(key_begin + kBlockN, mask.seqlen_k));
     if (rows.begin < rows.end) {
       w.first_m_block = rows.begin / kBlockM;
       w.blocks_per_head = (rows.end + kBlockM - 1) / kBlockM - w.first_m_block;
@@ -60,6 +82,25 @@ struct BwdWalk {
   }
   __device__ int head(int step) const { return kv_head * kv_group + step / blocks_per_head; }
   __device__ int m_block(int step) const { return first_m_block + step % blocks_per_head; }
+  // The first workspace row (of LSE and D; of the dQ accumulators times head_dim) of query head
+  // head in this walk's batch entry or sequence.
+  template <bool kVarlen>
+  __device__ int64_t workspace_row(const sm80::BwdParams& p, int head) const {
+    if constexpr (kVarlen) {
+      return workspace_start + static_cast<int64_t>(head) * p.seqlen_q_rounded;
+    } else {
+      return (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q_rounded;
+    }
+  }
+  // The window of this walk's keys: the problem's, or bound to the sequence's lengths.
+  template <bool kVarlen>
+  __device__ const WindowMask<int>& window(const sm80::BwdParams& p) const {
+    if constexpr (kVarlen) {
+      return mask;
+    } else {
+      return p.mask;
+    }
+  }
 };
 
 template <typename Traits>
@@ -78,20 +119,24 @@ struct BwdMainloop {
   typename Traits::TiledMmaDq mma_dq;
 
   // dK (times the softmax scale) and dV of this thread's accumulator registers, in the output
-  // dtype; keys past seqlen_k are not stored. Rows are keys 0..127 over both warpgroups
-  // (AccumulatorCoords), columns head dims.
+  // dtype; keys past seqlen_k (the sequence's) are not stored. Rows are keys 0..127 over both
+  // warpgroups (AccumulatorCoords), columns head dims.
   template <typename Frag>
   __device__ static void store_key_grads(const sm80::BwdParams& p, const BwdWalk& walk, int thread,
                                          const Frag& dk, const Frag& dv) {
-    auto* dk_out = static_cast<Element*>(p.dk) + walk.batch * p.dk_batch + walk.kv_head * p.dk_head;
-    auto* dv_out = static_cast<Element*>(p.dv) + walk.batch * p.dv_batch + walk.kv_head * p.dv_head;
+    // Varlen: the sequence's keys start at row k_start of the packed tensors (one batch entry).
+    const int64_t dk_batch = Traits::kVarlen ? walk.k_start * p.dk_seq : walk.batch * p.dk_batch;
+    const int64_t dv_batch = Traits::kVarlen ? walk.k_start * p.dv_seq : walk.batch * p.dv_batch;
+    auto* dk_out = static_cast<Element*>(p.dk) + dk_batch + walk.kv_head * p.dk_head;
+    auto* dv_out = static_cast<Element*>(p.dv) + dv_batch + walk.kv_head * p.dv_head;
+    const int seqlen_k = walk.window<Traits::kVarlen>(p).seqlen_k;
     const AccumulatorCoords coords = AccumulatorCoords::of(thread);
     const int key0 = walk.n_block * kBlockN;
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(dk); i += 2) {
       const int key = key0 + coords.row(i);
       const int dim = coords.col(i);
-      if (key < p.seqlen_k) {
+      if (key < seqlen_k) {
         *reinterpret_cast<uint32_t*>(dk_out + key * p.dk_seq + dim) =
             pack(dk(i) * p.scale, dk(i + 1) * p.scale);
         *reinterpret_cast<uint32_t*>(dv_out + key * p.dv_seq + dim) = pack(dv(i), dv(i + 1));
@@ -148,6 +193,7 @@ struct BwdMainloop {
     const AccumulatorCoords coords = AccumulatorCoords::of(thread);
     const int key0 = walk.n_block * kBlockN;
     const int wg_key0 = key0 + warpgroup * kRowsPerWarpgroup;
+    const WindowMask<int>& mask = walk.window<Traits::kVarlen>(p);
     typename Pipeline::PipelineState read;
     for (int step = 0; step < walk.steps; ++step) {
       const int row0 = walk.m_block(step) * kBlockM;
@@ -160,12 +206,13 @@ struct BwdMainloop {
       issue_gemm</*kZeroInit=*/true>(mma_sdp, tSrV, tSrdO(_, _, _, stage), dp);
 
       // P^T = exp2(S^T * scale log2 e - LSE log2 e), zero where the mask hides the key (the key
-      // tail included). Rows past seqlen_q have LSE +inf: P = 0 there without a test. With
-      // softcap the log2-domain score is softcap_out * tanh(S^T * softcap_in) (tanh.approx, as the
-      // sm90 forward computes it, so P is the P its LSE normalized), and s keeps G = P (1 - tanh^2)
-      // instead of P: dS = G (dP - D) is the raw score's gradient through the cap.
-      const bool masked = !p.mask.tile_fully_visible(row0, min(row0 + kBlockM, p.seqlen_q), wg_key0,
-                                                     wg_key0 + kRowsPerWarpgroup);
+      // tail included, and varlen's next sequence). Rows past seqlen_q have LSE +inf: P = 0 there
+      // without a test. With softcap the log2-domain score is softcap_out * tanh(S^T *
+      // softcap_in) (tanh.approx, as the sm90 forward computes it, so P is the P its LSE
+      // normalized), and s keeps G = P (1 - tanh^2) instead of P: dS = G (dP - D) is the raw
+      // score's gradient through the cap.
+      const bool masked = !mask.tile_fully_visible(row0, min(row0 + kBlockM, mask.seqlen_q),
+                                                   wg_key0, wg_key0 + kRowsPerWarpgroup);
       const float* lse = smem.lse[stage];
       const float* delta = smem.delta[stage];
       // The S^T accumulator of 16 queries is exactly the m64k16 A operand of dV += P^T dO.
@@ -175,9 +222,9 @@ struct BwdMainloop {
       // Two copies of the loop: with the mask test inside, every element became a branch around
       // its exp2 and the MUFU latencies serialized.
       if (masked) {
-        probabilities<true>(p, coords, row0, key0, lse, s, p_elems);
+        probabilities<true>(p, mask, coords, row0, key0, lse, s, p_elems);
       } else {
-        probabilities<false>(p, coords, row0, key0, lse, s, p_elems);
+        probabilities<false>(p, mask, coords, row0, key0, lse, s, p_elems);
       }
       issue_gemm</*kZeroInit=*/false>(mma_dkv, p_elems, tdVrdOt(_, _, _, stage), dv);
       warpgroup_wait<1>();
@@ -230,9 +277,9 @@ struct BwdMainloop {
   // P^T of the S^T accumulator s into p_elems (the element type), and s to G: P^T, or with
   // softcap P^T (1 - tanh^2) (see run()). kMasked: the tile has pairs the mask hides.
   template <bool kMasked, typename Frag, typename ElemFrag>
-  __device__ static void probabilities(const sm80::BwdParams& p, const AccumulatorCoords& coords,
-                                       int row0, int key0, const float* lse, Frag& s,
-                                       ElemFrag& p_elems) {
+  __device__ static void probabilities(const sm80::BwdParams& p, const WindowMask<int>& mask,
+                                       const AccumulatorCoords& coords, int row0, int key0,
+                                       const float* lse, Frag& s, ElemFrag& p_elems) {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(s); ++i) {
       const int query = coords.col(i);
@@ -246,7 +293,7 @@ struct BwdMainloop {
         prob = fast_exp2(fmaf(s(i), p.scale_log2, -lse[query]));
       }
       if constexpr (kMasked) {
-        if (!p.mask.visible(row0 + query, key0 + coords.row(i))) prob = 0.f;
+        if (!mask.visible(row0 + query, key0 + coords.row(i))) prob = 0.f;
       }
       p_elems(i) = static_cast<Element>(prob);
       s(i) = Traits::kSoftcap ? g * prob : prob;

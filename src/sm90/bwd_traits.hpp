@@ -2,7 +2,7 @@
 // five tiled wgmma GEMMs, the shared-memory layouts the TMA writes and wgmma reads (each tile is
 // stored once and read through transposed views where a GEMM needs it the other way round), the TMA
 // copy types and the shared storage. Masks, GQA and the walk are runtime arguments, so one (dtype,
-// head dim) pair is one instantiation.
+// head dim) pair is one instantiation per softcap and varlen flag.
 //
 // A CTA owns kBlockN = 128 keys of one kv head (two consumer warpgroups of 64 keys each) and walks
 // kBlockM query rows at a time. The GEMMs, per warpgroup (FlashAttention-3's swapped S/dP):
@@ -35,13 +35,16 @@ namespace flashcore::sm90 {
 
 using namespace cute;
 
-template <typename Element_, int kHeadDim_, bool kSoftcap_>
+template <typename Element_, int kHeadDim_, bool kSoftcap_, bool kVarlen_ = false>
 struct BwdTraits {
   using Element = Element_;  // cutlass::half_t or cutlass::bfloat16_t
   static constexpr int kHeadDim = kHeadDim_;
   // Softcap's tanh and its derivative per score: a kernel of its own, as the registers the
   // softcap path needs made the plain hd64 kernel spill when both shared one body.
   static constexpr bool kSoftcap = kSoftcap_;
+  // Varlen batches (cu_seqlens): CTA (n, h, b) takes sequence b's keys; a kernel of its own, so
+  // that the dense one compiles exactly as before (bwd_mainloop.hpp's BwdWalk).
+  static constexpr bool kVarlen = kVarlen_;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "the sm90 backward has hd64 and hd128");
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kConsumerThreads = kConsumerWarpgroups * kWarpgroupThreads;
@@ -114,7 +117,7 @@ struct BwdTraits {
                                           Step<_2, _1, _3>{})));
 
   // Global tensors as the TMA sees them: (seq, dim, head, batch), int64 element strides, dim
-  // contiguous. Rows past seqlen read as zeros.
+  // contiguous. Rows past seqlen read as zeros. Varlen: the packed tensors as batch 1.
   using GmemLayout =
       Layout<Shape<int32_t, int32_t, int32_t, int32_t>, Stride<int64_t, _1, int64_t, int64_t>>;
   using GmemTensor =

@@ -1,6 +1,6 @@
-// Host side of the sm90 backward: what it implements (everything else is refused with a reason,
-// and run_backward() then runs the sm80 backward), its workspace (the sm80 backward's layout with
-// rows padded to this kernel's query block) and the launches.
+// Host side of the sm90 backward: what it implements (dense and varlen batches; everything else
+// is refused with a reason, and run_backward() then runs the sm80 backward), its workspace (the
+// sm80 backward's layout with rows padded to this kernel's query block) and the launches.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -37,8 +37,15 @@ const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDevi
   if (const char* why = pruned_reason(a.q.dtype, static_cast<int>(a.head_dim)); why[0] != '\0') {
     return why;
   }
-  if (problem.is_flex()) {
-    return "does not implement varlen batches or flex options yet (the sm80 backward does)";
+  if (a.flex.active()) {
+    return "does not implement flex options yet (mask_mod, score_mod, BlockMask, sinks; the sm80 "
+           "backward runs them)";
+  }
+  if (problem.is_varlen()) {
+    if (a.head_dim == 256) return "runs varlen batches at head_dim 64 and 128 only";
+    if (a.deterministic) {
+      return "has no deterministic mode for varlen batches yet; pass deterministic=false";
+    }
   }
   if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {
     return "supports seqlen_q and seqlen_k up to 2^29";
@@ -46,10 +53,12 @@ const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDevi
   if (a.heads_kv > kMaxGridYZ || a.batch > kMaxGridYZ) {
     return "supports batch and heads_kv up to 65535";
   }
-  if (!sm90::strides_fit_tma(a.q.strides, a.seqlen_q, a.heads_q, a.batch) ||
-      !sm90::strides_fit_tma(a.d_o.strides, a.seqlen_q, a.heads_q, a.batch) ||
-      !sm90::strides_fit_tma(a.k.strides, a.seqlen_k, a.heads_kv, a.batch) ||
-      !sm90::strides_fit_tma(a.v.strides, a.seqlen_k, a.heads_kv, a.batch)) {
+  // Varlen's packed tensors are one batch entry to the descriptors.
+  const int64_t tma_batch = problem.is_varlen() ? 1 : a.batch;
+  if (!sm90::strides_fit_tma(a.q.strides, a.seqlen_q, a.heads_q, tma_batch) ||
+      !sm90::strides_fit_tma(a.d_o.strides, a.seqlen_q, a.heads_q, tma_batch) ||
+      !sm90::strides_fit_tma(a.k.strides, a.seqlen_k, a.heads_kv, tma_batch) ||
+      !sm90::strides_fit_tma(a.v.strides, a.seqlen_k, a.heads_kv, tma_batch)) {
     return "needs Q, K, V and dO strides that are positive and below 2^40 bytes (TMA)";
   }
   return "";

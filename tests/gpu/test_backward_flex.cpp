@@ -1,13 +1,17 @@
 // The flex backward (run_backward on varlen batches and the built-in flex options; the sm80
-// backward runs them) against the float64 flex backward reference evaluating the same functors:
+// backward runs them all, the sm90 one varlen batches without flex mods on an sm_90 GPU) against
+// the float64 flex backward reference evaluating the same functors:
 // dQ, dK and dV within the parity tolerance (rel L2 5e-3 fp16, 1e-2 bf16), NaN-poisoned
 // gradients, NaN never passing, rows that see no key and keys no row sees exactly zero. The cases
 // are the flex forward's list (every built-in mod, BlockMasks with partial tails, empty and full
 // blocks, sinks, GQA, varlen with lengths 0, 1, 7 and long ones) at the head dims the backward
-// has, plus the BlockMask and refusal cases of the backward's own. The random BlockMasks list
+// has, plus the BlockMask, varlen (causal, windows, softcap, GQA, lengths around the query
+// blocks) and refusal cases of the backward's own; the cases sm90 runs also run on kSm90 and kSm80
+// by name. The random BlockMasks list
 // blocks as full where their documents mask hides pairs: a full block that ran mask code would
 // miss those pairs and fail the comparison. Fresh random inputs every run
 // (the seed is printed on failure). Skips loudly without a GPU.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -23,6 +27,28 @@
 
 namespace flashcore::testing {
 namespace {
+
+bool on_sm90() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  return major == 9 && minor == 0;
+}
+
+// The sm90 backward runs varlen batches at head dims 64 and 128 with the dense options only;
+// every flex mod and BlockMask stays on sm80.
+bool sm90_runs(const FlexCase& c) {
+  return !c.lengths_q.empty() && (c.head_dim == 64 || c.head_dim == 128) && c.doc_span == 0 &&
+         c.prefix < 0 && !c.alibi && c.bias_distance == 0 && !c.sinks &&
+         c.block_mask == BlockMaskKind::kNone;
+}
+
+// The backend kAuto must resolve to on this GPU.
+Backend expected_backend(const FlexCase& c) {
+  if (c.backend != Backend::kAuto) return c.backend;
+  return sm90_runs(c) && on_sm90() ? Backend::kSm90 : Backend::kSm80;
+}
 
 // The flex forward's cases the backward runs as they are: head dims 64 and 128 (the backward has
 // no rounded ones yet) and BlockMask key blocks of 128 (its key block).
@@ -48,6 +74,35 @@ std::vector<FlexCase> backward_flex_cases() {
     c.dtype = DType::kFloat16, c.lengths_q = {130, 0, 66}, c.lengths_k = {70, 9, 0};
     c.backend = Backend::kAuto;
   }));
+  // The dense options on varlen batches (the sm90 backward's): lengths on both sides of the query
+  // block (64 rows at hd128, 128 at hd64) and the key block (128), so that tiles run into the next
+  // sequence; bottom-right windows where the q and k lengths differ.
+  cases.push_back(make_flex_case("varlen_window_gqa_hd64", [](FlexCase& c) {
+    c.head_dim = 64, c.heads_q = 8, c.heads_kv = 2, c.window_left = 50, c.window_right = 0;
+    c.lengths_q = {0, 1, 7, 1500, 129, 128}, c.lengths_k = {3, 1, 9, 1400, 0, 255};
+    c.backend = Backend::kAuto;
+  }));
+  cases.push_back(make_flex_case("varlen_causal_softcap_hd64_fp16", [](FlexCase& c) {
+    c.dtype = DType::kFloat16, c.head_dim = 64, c.causal = true, c.softcap = 12.f;
+    c.lengths_q = {128, 129, 1, 0, 255, 300}, c.lengths_k = {200, 129, 0, 5, 255, 130};
+    c.backend = Backend::kAuto;
+  }));
+  cases.push_back(make_flex_case("varlen_window_two_sides_gqa", [](FlexCase& c) {
+    c.heads_q = 4, c.heads_kv = 1, c.window_left = 100, c.window_right = 30;
+    c.lengths_q = {300, 64, 7, 65, 1}, c.lengths_k = {250, 70, 7, 129, 128};
+    c.backend = Backend::kAuto;
+  }));
+  // Each case the sm90 backward runs, named on both backends as well (kAuto picks sm90 on an
+  // sm_90 GPU, so the sm80 one runs there only by name).
+  for (size_t i = 0, n = cases.size(); i < n; ++i) {
+    if (!sm90_runs(cases[i])) continue;
+    for (Backend backend : {Backend::kSm90, Backend::kSm80}) {
+      FlexCase named = cases[i];
+      named.backend = backend;
+      named.name += backend == Backend::kSm90 ? "_sm90" : "_sm80";
+      cases.push_back(named);
+    }
+  }
   return cases;
 }
 
@@ -64,10 +119,14 @@ TEST_P(BackwardFlex, MatchesFloat64Reference) {
   const FlexCase& c = GetParam();
   if (const char* pruned = pruned_for(c); pruned[0] != '\0')
     GTEST_SKIP() << "this build " << pruned;
+  if (c.backend == Backend::kSm90 && !on_sm90()) {
+    GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU";
+  }
   FlexBackwardResult r;
   run_flex_backward_case(c, &r);
   if (::testing::Test::HasFatalFailure()) return;
-  EXPECT_EQ(r.backend, Backend::kSm80) << "kAuto runs varlen and flex backwards on sm80";
+  EXPECT_EQ(r.backend, expected_backend(c))
+      << "kAuto runs varlen batches without flex mods on sm90 (on an sm_90 GPU), the rest on sm80";
   EXPECT_EQ(r.nan_count, 0);
   const double tolerance = reference::parity_tolerance(c.dtype);
   EXPECT_LE(r.rel_l2_dq, tolerance);
@@ -104,41 +163,60 @@ TEST(BackwardFlexZeroRows, CasesThatPromiseThemHaveThem) {
 }
 
 // What the flex backward does not run is refused before any launch, with the fix in the message:
-// sm90 leaves varlen and flex to sm80; deterministic mode and BlockMask key blocks of 64 are not
-// implemented.
+// sm90 runs varlen batches but leaves the flex mods to sm80; deterministic mode with varlen is
+// implemented on neither.
 TEST(BackwardFlexRefusals, SaysWhy) {
   FLASHCORE_REQUIRE_GPU();
   const FlexCase base = make_flex_case("refusals", [](FlexCase& c) {
     c.lengths_q = {100, 7}, c.lengths_k = {100, 9};
   });
+  FlexCase with_mod = base;
+  with_mod.alibi = true;
   std::mt19937_64 rng(7);
-  FlexData data;
+  FlexData data, mod_data;
   make_flex_data(base, &rng, &data);
+  make_flex_data(with_mod, &rng, &mod_data);
   if (::testing::Test::HasFatalFailure()) return;
   const size_t q_bytes = static_cast<size_t>(data.rows_q * base.heads_q * base.head_dim) * 2;
   const size_t k_bytes = static_cast<size_t>(data.rows_k * base.heads_kv * base.head_dim) * 2;
   DeviceBuffer o(q_bytes), d_o(q_bytes), dq(q_bytes), dk(k_bytes), dv(k_bytes);
   DeviceBuffer lse(static_cast<size_t>(data.rows_q * base.heads_q) * sizeof(float));
-  AttentionParams forward = data.params;
-  forward.o = {o.get(), base.dtype, data.q_strides()};
-  forward.lse = static_cast<float*>(lse.get());
-  const BackwardParams p = flex_backward_params(forward, d_o.get(), dq.get(), dk.get(), dv.get(),
-                                                data.q_strides(), data.k_strides());
+  auto backward_of = [&](const FlexData& d) {
+    AttentionParams forward = d.params;
+    forward.o = {o.get(), base.dtype, d.q_strides()};
+    forward.lse = static_cast<float*>(lse.get());
+    return flex_backward_params(forward, d_o.get(), dq.get(), dk.get(), dv.get(), d.q_strides(),
+                                d.k_strides());
+  };
+  const BackwardParams p = backward_of(data);
   ASSERT_TRUE(can_implement_backward(p).ok()) << can_implement_backward(p).message;
+  BackwardParams mod = backward_of(mod_data);
+  ASSERT_TRUE(can_implement_backward(mod).ok()) << can_implement_backward(mod).message;
+  EXPECT_EQ(resolve_backward_backend(mod), Backend::kSm80) << "flex mods run on sm80";
 
   BackwardParams sm90 = p;
   sm90.backend = Backend::kSm90;
-  const Status refused = can_implement_backward(sm90);
-  EXPECT_EQ(refused.code, StatusCode::kUnsupported);
-  if (refused.message.find("sm_90") == std::string::npos) {  // on an sm_90 GPU: the reason
-    EXPECT_NE(refused.message.find("varlen"), std::string::npos) << refused.message;
+  mod.backend = Backend::kSm90;
+  const Status sm90_varlen = can_implement_backward(sm90);
+  const Status sm90_mod = can_implement_backward(mod);
+  EXPECT_EQ(sm90_mod.code, StatusCode::kUnsupported);
+  if (on_sm90()) {
+    EXPECT_TRUE(sm90_varlen.ok()) << sm90_varlen.message;
+    EXPECT_NE(sm90_mod.message.find("flex"), std::string::npos) << sm90_mod.message;
+  } else {
+    EXPECT_NE(sm90_varlen.message.find("sm_90"), std::string::npos) << sm90_varlen.message;
   }
 
-  BackwardParams deterministic = p;
-  deterministic.deterministic = true;
-  const Status no_det = can_implement_backward(deterministic);
-  EXPECT_EQ(no_det.code, StatusCode::kUnsupported);
-  EXPECT_NE(no_det.message.find("deterministic=false"), std::string::npos) << no_det.message;
+  for (Backend backend : {Backend::kAuto, Backend::kSm90, Backend::kSm80}) {
+    BackwardParams deterministic = p;
+    deterministic.deterministic = true;
+    deterministic.backend = backend;
+    const Status no_det = can_implement_backward(deterministic);
+    EXPECT_EQ(no_det.code, StatusCode::kUnsupported) << backend_name(backend);
+    if (backend != Backend::kSm90 || on_sm90()) {
+      EXPECT_NE(no_det.message.find("deterministic=false"), std::string::npos) << no_det.message;
+    }
+  }
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
-// Times the flex backward (varlen and the built-in flex options, run by the sm80 backward) next
-// to the dense backward on the same inputs: B4 H16 S4096 hd128 bf16, CUDA events, the median of
-// 20 launches after 3 warm-ups, workspace preallocated. One line per family with its forward
-// (kAuto), its backward and the dense sm80 backward of the same mask class for the ratio. Not a
-// test: it prints numbers for docs/backward.md.
+// Times the flex backward (varlen and the built-in flex options, run by the sm80 backward; varlen
+// also by the sm90 one) next to the dense backward on the same inputs: B4 H16 S4096 hd128 bf16,
+// CUDA events, the median of 20 launches after 3 warm-ups, workspace preallocated. One line per
+// family with its forward (kAuto), its backward and the dense sm80 backward of the same mask class
+// for the ratio; varlen on both backwards, with its time per visible (query, key) pair against the
+// dense kAuto causal one's. Not a test: it prints numbers for docs/backward.md.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,9 +39,10 @@ struct Buffers {
   void *q, *k, *v, *o, *d_o, *dq, *dk, *dv, *lse;
 };
 
-// Times forward and backward of f (o, lse set from buffers) and prints one line.
+// Times forward and backward of f (o, lse set from buffers) and prints one line. The backward runs
+// on backward (kAuto or kSm80), or on kSm80 where the forward does.
 bool time_case(const char* name, AttentionParams f, const Buffers& m, float dense_ms,
-               float* bwd_ms = nullptr) {
+               float* bwd_ms = nullptr, flashcore::Backend backward = flashcore::Backend::kAuto) {
   const flashcore::Strides st = flashcore::bshd_strides(S, H, D);
   f.o = {m.o, f.q.dtype, st};
   f.lse = static_cast<float*>(m.lse);
@@ -66,8 +68,7 @@ bool time_case(const char* name, AttentionParams f, const Buffers& m, float dens
   b.max_seqlen_q = f.max_seqlen_q;
   b.max_seqlen_k = f.max_seqlen_k;
   b.flex = f.flex;
-  b.backend = f.backend == flashcore::Backend::kSm80 ? flashcore::Backend::kSm80
-                                                     : flashcore::Backend::kAuto;
+  b.backend = f.backend == flashcore::Backend::kSm80 ? flashcore::Backend::kSm80 : backward;
   const size_t bytes = flashcore::backward_workspace_bytes(b);
   if (bytes == 0) {
     std::fprintf(stderr, "%s: %s\n", name, flashcore::can_implement_backward(b).message.c_str());
@@ -122,7 +123,7 @@ bool run_all() {
   base.v = {m.v, DType::kBFloat16, st};
 
   // Dense peers: the sm80 backward (the one the flex backward is built on) and kAuto (sm90).
-  float dense = 0, dense_causal = 0;
+  float dense = 0, dense_causal = 0, dense_auto_causal = 0;
   {
     AttentionParams f = base;
     f.backend = flashcore::Backend::kSm80;
@@ -130,7 +131,7 @@ bool run_all() {
     f.causal = true;
     if (!time_case("dense sm80 causal", f, m, 0, &dense_causal)) return false;
     f.backend = flashcore::Backend::kAuto;
-    if (!time_case("dense kAuto causal", f, m, 0)) return false;
+    if (!time_case("dense kAuto causal", f, m, 0, &dense_auto_causal)) return false;
   }
 
   // Documents of 1024 (causal, as in packed pretraining), with and without a BlockMask built from
@@ -190,7 +191,24 @@ bool run_all() {
     f.max_seqlen_q = f.max_seqlen_k = 8192;
     const flashcore::Strides packed = flashcore::bshd_strides(B * S, H, D);
     f.q.strides = f.k.strides = f.v.strides = packed;
-    if (!time_case("varlen 16k tokens (1k,3k,4k,8k) causal", f, m, 0)) return false;
+    // Visible (query, key) pairs of the causal sequences against the dense causal batch's: the
+    // backward's work, so the times compare per pair.
+    double pairs = 0;
+    for (size_t i = 1; i < cu.size(); ++i) {
+      const double n = cu[i] - cu[i - 1];
+      pairs += n * (n + 1) / 2;
+    }
+    const double dense_pairs = static_cast<double>(B) * S * (S + 1) / 2;
+    for (flashcore::Backend backward : {flashcore::Backend::kAuto, flashcore::Backend::kSm80}) {
+      float bwd = 0;
+      const char* name = backward == flashcore::Backend::kAuto
+                             ? "varlen 16k tokens (1k,3k,4k,8k) causal"
+                             : "varlen 16k tokens causal, sm80 bwd";
+      if (!time_case(name, f, m, 0, &bwd, backward)) return false;
+      std::printf(
+          "  per visible pair (%.2fx the dense causal pairs): %.2fx the dense kAuto causal\n",
+          pairs / dense_pairs, bwd / pairs / (dense_auto_causal / dense_pairs));
+    }
   }
   return true;
 }
