@@ -287,8 +287,8 @@ TEST(BackwardValidation, VarlenAndFlexParamsPass) {
   EXPECT_TRUE(s.ok()) << s.message;
 }
 
-// What the flex backward leaves out is refused with the fix; the sm90 backward leaves varlen and
-// flex to sm80 (kAuto then runs sm80).
+// What the flex backward leaves out is refused with the fix; the sm90 backward runs varlen batches
+// (not deterministic ones) and leaves the flex options to sm80 (kAuto then runs sm80).
 TEST(BackwardValidation, FlexBackwardSaysWhatItRuns) {
   cudaDeviceProp h100{};
   h100.major = 9;
@@ -310,15 +310,28 @@ TEST(BackwardValidation, FlexBackwardSaysWhatItRuns) {
   p.flex.block_mask.q_block_size = 64;
   EXPECT_EQ(sm80(p), "");
 
-  const std::string sm90 =
-      detail::sm90_backward_rejects(detail::make_backward_problem(varlen_params()), h100);
-  if (sm90.find("not in this build") == std::string::npos) {
-    EXPECT_NE(sm90.find("varlen"), std::string::npos) << sm90;
+  auto sm90 = [&](const BackwardParams& params) {
+    return std::string(detail::sm90_backward_rejects(detail::make_backward_problem(params), h100));
+  };
+  if (sm90(varlen_params()).find("not in this build") == std::string::npos) {
+    EXPECT_EQ(sm90(varlen_params()), "");
+    p = varlen_params();
+    p.causal = true;
+    p.softcap = 5.f;
+    // The packed tensors' batch strides are ignored (the TMA sees one batch entry).
+    for (auto* t : {&p.q, &p.k, &p.v, &p.d_o}) t->strides.batch = 0;
+    EXPECT_EQ(sm90(p), "");
+    p.deterministic = true;
+    EXPECT_NE(sm90(p).find("deterministic=false"), std::string::npos) << sm90(p);
+    p = varlen_params();
+    p.head_dim = 256;
+    EXPECT_NE(sm90(p), "");
     BackwardParams alibi = valid_params();
     alibi.flex.score_mod.alibi.slopes = alibi.lse;
-    const std::string why =
-        detail::sm90_backward_rejects(detail::make_backward_problem(alibi), h100);
-    EXPECT_NE(why.find("flex"), std::string::npos) << why;
+    EXPECT_NE(sm90(alibi).find("flex"), std::string::npos) << sm90(alibi);
+    alibi = varlen_params();
+    alibi.flex.score_mod.alibi.slopes = alibi.lse;
+    EXPECT_NE(sm90(alibi).find("flex"), std::string::npos) << sm90(alibi);
   }
 }
 
