@@ -268,10 +268,7 @@ struct Bwd256Mainloop {
   }
 
   __device__ static uint32_t pack(float a, float b) {
-    const Element pair[2] = {static_cast<Element>(a), static_cast<Element>(b)};
-    uint32_t bits;
-    memcpy(&bits, pair, sizeof(bits));
-    return bits;
+    return pack_elements(static_cast<Element>(a), static_cast<Element>(b));
   }
   // Two adjacent elements (4-byte aligned) as one 32-bit shared-memory access: the address comes
   // through CuTe's swizzled layout as a generic pointer, which the compiler would access through
