@@ -102,23 +102,21 @@ struct Bwd256Load {
 
 // The dQ writer warp (bwd_kernel.cuh's write_dq, with the tile in two halves): per step, warpgroup
 // 1's half, then warpgroup 0's, each added to its half of the workspace's tile (DqTileOrder) with
-// one bulk reduction once staged, and the buffer handed to the other warpgroup once read (with
-// that warpgroup's kDqEmpty, on which the warpgroup that staged arrives too). In
-// deterministic mode the step's turn is taken before the first half and passed after the second
-// has completed.
+// one bulk reduction once staged, and the buffer handed to the next warpgroup once read (its
+// kDqEmpty; the warpgroups order their stores among themselves, bwd256_mainloop.hpp's stage_dq).
+// In deterministic mode the step's turn is taken before the first half and passed after the
+// second has completed.
 template <typename Traits>
 __device__ void write_dq256(const sm80::BwdParams& p, typename Traits::SharedStorage& smem,
                             const BwdWalk& walk) {
   if (walk.steps == 0) return;
-  // kDqFull: this warp and the staging warpgroup; kDqEmpty: this warp and both consumer
-  // warpgroups (bwd256_mainloop.hpp, stage_dq).
-  constexpr uint32_t kFullThreads = kWarpgroupThreads + cutlass::NumThreadsPerWarp;
-  constexpr uint32_t kEmptyThreads = Traits::kConsumerThreads + cutlass::NumThreadsPerWarp;
+  // kDqFull and kDqEmpty: this warp and the staging warpgroup.
+  constexpr uint32_t kDqThreads = kWarpgroupThreads + cutlass::NumThreadsPerWarp;
   constexpr int kHalfBytes = Traits::kDqHalfFloats * static_cast<int>(sizeof(float));
   const bool issuer = cute::elect_one_sync();
   const bool deterministic = p.dq_semaphore != nullptr;
   // The buffer starts empty, warpgroup 1's turn; each later hand-over matches one wait.
-  cutlass::arch::NamedBarrier::arrive(kEmptyThreads, barrier_id(Bwd256BarrierId::kDqEmpty0, 1));
+  cutlass::arch::NamedBarrier::arrive(kDqThreads, barrier_id(Bwd256BarrierId::kDqEmpty0, 1));
   for (int step = 0; step < walk.steps; ++step) {
     const int m_block = walk.m_block(step);
     const int row0 = m_block * Traits::kBlockM;
@@ -129,7 +127,7 @@ __device__ void write_dq256(const sm80::BwdParams& p, typename Traits::SharedSto
     CUTLASS_PRAGMA_UNROLL
     for (int turn = 0; turn < 2; ++turn) {
       const int warpgroup = 1 - turn;
-      cutlass::arch::NamedBarrier::sync(kFullThreads,
+      cutlass::arch::NamedBarrier::sync(kDqThreads,
                                         barrier_id(Bwd256BarrierId::kDqFull0, warpgroup));
       if (issuer) {
         if (deterministic && turn == 0) {
@@ -142,11 +140,9 @@ __device__ void write_dq256(const sm80::BwdParams& p, typename Traits::SharedSto
       }
       __syncwarp();
       if (turn == 0) {
-        cutlass::arch::NamedBarrier::arrive(kEmptyThreads,
-                                            barrier_id(Bwd256BarrierId::kDqEmpty0, 0));
+        cutlass::arch::NamedBarrier::arrive(kDqThreads, barrier_id(Bwd256BarrierId::kDqEmpty0, 0));
       } else if (step + 1 < walk.steps) {
-        cutlass::arch::NamedBarrier::arrive(kEmptyThreads,
-                                            barrier_id(Bwd256BarrierId::kDqEmpty0, 1));
+        cutlass::arch::NamedBarrier::arrive(kDqThreads, barrier_id(Bwd256BarrierId::kDqEmpty0, 1));
       }
     }
     if (deterministic && issuer) pass_dq_turn(semaphore);

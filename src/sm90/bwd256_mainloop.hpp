@@ -6,8 +6,8 @@
 //   3. dV += P^T dO (each warpgroup its half of D);
 //   4. warpgroup 1, while dV runs: dS^T = G (dP^T - D) to shared memory; barrier kDsReady;
 //   5. dQ = dS K, then dK += dS^T Q; dV retires (the dO stage is released), dQ retires and is
-//      staged for the dQ writer warp (warpgroup 1's half first), dK retires (the Q stage is
-//      released).
+//      staged for the dQ writer warp (warpgroup 1's half first, then warpgroup 0's into the same
+//      buffer), dK retires (the Q stage is released).
 // The GEMMs sit outside the warpgroup branches, which hold only register and shared-memory work on
 // retired accumulators, so that no wgmma is issued behind a branch.
 #pragma once
@@ -41,9 +41,8 @@ struct Bwd256Mainloop {
   using ScoreShape = Shape<Int<kBlockN>, Int<kBlockM>>;  // S^T, dP^T: keys x queries
   using KeyGradShape = Shape<Int<kBlockN>, Int<kHeadDim>>;
   using DqShape = Shape<Int<kBlockM>, Int<kHeadDim>>;
-  // kDqFull: the writer warp and the staging warpgroup; kDqEmpty: both consumer warpgroups too.
-  static constexpr int kDqFullThreads = kWarpgroupThreads + cutlass::NumThreadsPerWarp;
-  static constexpr int kDqEmptyThreads = Traits::kConsumerThreads + cutlass::NumThreadsPerWarp;
+  // kDqFull and kDqEmpty: the dQ writer warp and one consumer warpgroup.
+  static constexpr int kDqThreads = kWarpgroupThreads + cutlass::NumThreadsPerWarp;
   static_assert(q_stage_offset<Traits>() == kBlockM * kHeadDim, "a Q stage is one dO-shaped tile");
   static_assert(ds_views_agree<Traits>(), "dS and dS^T must be the same bytes");
 
@@ -92,14 +91,7 @@ struct Bwd256Mainloop {
     clear(dk);
     clear(dv);
 
-    if (walk.steps > 0) {
-      // Warpgroup 1 stages first: warpgroup 0's share of its first kDqEmpty.
-      if (warpgroup == 0) {
-        cutlass::arch::NamedBarrier::arrive(kDqEmptyThreads,
-                                            barrier_id(Bwd256BarrierId::kDqEmpty0, 1));
-      }
-      cutlass::arch::ClusterTransactionBarrier::wait(&smem.kv_full, 0);
-    }
+    if (walk.steps > 0) cutlass::arch::ClusterTransactionBarrier::wait(&smem.kv_full, 0);
     const AccumulatorCoords coords = AccumulatorCoords::of(wg_thread);
     const int key0 = walk.n_block * kBlockN;
     typename Traits::PipelineQ::PipelineState read_q;
@@ -172,7 +164,7 @@ struct Bwd256Mainloop {
       warpgroup_wait<2>();
       pipe_do.consumer_release(read_do);  // dV, the stage's last reader, retired
       warpgroup_wait<1>();
-      stage_dq(smem, warpgroup, wg_thread, dq, step + 1 < walk.steps);
+      stage_dq(smem, warpgroup, wg_thread, dq);
       warpgroup_wait<0>();
       // Every GEMM that read this stage's Q (and its LSE and D) has retired.
       pipe_q.consumer_release(read_q);
@@ -182,15 +174,32 @@ struct Bwd256Mainloop {
     store_key_grads(p, walk, warpgroup, coords, dk, dv);
   }
 
-  // This warpgroup's dQ half into the staging buffer in its turn (warpgroup 1, then 0), and the
-  // writer warp told. The buffer is this warpgroup's once the writer has read the other's half and
-  // the other warpgroup has staged it: both arrive on this warpgroup's kDqEmpty barrier, so the
-  // other warpgroup's stores are ordered before this one's by a barrier they share. more_steps:
-  // the other warpgroup stages again after this (warpgroup 1 always: warpgroup 0 follows it).
+  // The step's dQ into the staging buffer, one warpgroup's half at a time (warpgroup 1's first),
+  // each added by the writer warp once staged (kDqFull). Before a warpgroup stores, the writer has
+  // read out the other half (kDqEmpty: the writer arrives after its bulk reduction's reads, the
+  // warpgroup waits), and the other warpgroup's stores into the same bytes are ordered before
+  // these by a barrier both warpgroups wait on (bar.sync): warpgroup 1's by kDqHandOver, warpgroup
+  // 0's of the step before by this step's kPReady. A bar.arrive orders the arriving thread's
+  // earlier stores too (PTX: it synchronizes with the bar.sync that completes the barrier), but
+  // compute-sanitizer's racecheck does not follow it: with warpgroup 1 arriving on warpgroup 0's
+  // kDqEmpty instead, it reported the stores of thread t of both warpgroups to the same bytes as
+  // write-write hazards.
   template <typename Frag>
-  __device__ static void stage_dq(SharedStorage& smem, int warpgroup, int wg_thread, const Frag& dq,
-                                  bool more_steps) {
-    cutlass::arch::NamedBarrier::sync(kDqEmptyThreads,
+  __device__ static void stage_dq(SharedStorage& smem, int warpgroup, int wg_thread,
+                                  const Frag& dq) {
+    // Warpgroup 0 is here about when warpgroup 1 has stored: their dQ GEMMs were issued together.
+    if (warpgroup == 1) stage_dq_half(smem, 1, wg_thread, dq);
+    // One bar.sync instruction for both warpgroups: all threads of an aligned barrier execute the
+    // same one (with a call site per warpgroup, synccheck reported divergent threads).
+    cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads,
+                                      barrier_id(Bwd256BarrierId::kDqHandOver));
+    if (warpgroup == 0) stage_dq_half(smem, 0, wg_thread, dq);
+  }
+
+  template <typename Frag>
+  __device__ static void stage_dq_half(SharedStorage& smem, int warpgroup, int wg_thread,
+                                       const Frag& dq) {
+    cutlass::arch::NamedBarrier::sync(kDqThreads,
                                       barrier_id(Bwd256BarrierId::kDqEmpty0, warpgroup));
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(dq); i += 2) {
@@ -198,12 +207,8 @@ struct Bwd256Mainloop {
           make_float2(dq(i), dq(i + 1));
     }
     cutlass::arch::fence_view_async_shared();  // the writer's bulk reduction reads it (async)
-    cutlass::arch::NamedBarrier::arrive(kDqFullThreads,
+    cutlass::arch::NamedBarrier::arrive(kDqThreads,
                                         barrier_id(Bwd256BarrierId::kDqFull0, warpgroup));
-    if (warpgroup == 1 || more_steps) {
-      cutlass::arch::NamedBarrier::arrive(kDqEmptyThreads,
-                                          barrier_id(Bwd256BarrierId::kDqEmpty0, 1 - warpgroup));
-    }
   }
 
   // P^T of the S^T accumulator acc into shared memory (this thread's elements tPs), and with
@@ -263,10 +268,7 @@ struct Bwd256Mainloop {
   }
 
   __device__ static uint32_t pack(float a, float b) {
-    const Element pair[2] = {static_cast<Element>(a), static_cast<Element>(b)};
-    uint32_t bits;
-    memcpy(&bits, pair, sizeof(bits));
-    return bits;
+    return pack_elements(static_cast<Element>(a), static_cast<Element>(b));
   }
   // Two adjacent elements (4-byte aligned) as one 32-bit shared-memory access: the address comes
   // through CuTe's swizzled layout as a generic pointer, which the compiler would access through

@@ -50,12 +50,14 @@ enum class Bwd256BarrierId : uint32_t {
   kPReady = 0,
   // Warpgroup 1 stored dS^T: dK and dQ may read it.
   kDsReady = 1,
-  // kDqFull0 + w: consumer warpgroup w staged its dQ half (w and the dQ writer warp). kDqEmpty0 +
-  // w: the writer has read out the buffer and the other warpgroup staged into it before, so it is
-  // warpgroup w's turn (the writer and both warpgroups; warpgroup 1 stages first each step).
+  // kDqFull0 + w: consumer warpgroup w staged its dQ half. kDqEmpty0 + w: the writer has read out
+  // the staging buffer, warpgroup w may stage into it (warpgroup 1 first each step). Both: w and
+  // the dQ writer warp.
   kDqFull0 = 2,
   kDqEmpty0 = 4,
-  kEnd = 6,
+  // Both consumer warpgroups: warpgroup 1's dQ stores precede warpgroup 0's into the same buffer.
+  kDqHandOver = 6,
+  kEnd = 7,
 };
 static_assert(static_cast<uint32_t>(Bwd256BarrierId::kEnd) +
                       cutlass::arch::NamedBarrier::ReservedNamedBarrierCount <=
