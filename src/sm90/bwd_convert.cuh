@@ -1,8 +1,9 @@
 // The sm90 backward's dQ tile order and its last kernel. The main kernel adds each step's fp32 dQ
 // tile (kBlockM x D) to the workspace with one bulk reduction of its whole staging buffer, so the
-// accumulators are kept in the order the consumer threads stage them, not row-major: register
-// pair k of consumer thread t at float 2 (k * 256 + t) of the tile, so each warp-wide staging store
-// is 256 contiguous bytes (no bank conflicts, no address math beyond an immediate offset). The
+// accumulators are kept in the order the consumer threads stage them, not row-major: registers
+// 4j .. 4j + 3 of consumer thread t at floats 4 (j * 256 + t) of the tile, so each warp-wide
+// staging store is one 16-byte store a thread, 512 contiguous bytes (no bank conflicts, no address
+// math beyond an immediate offset, half the store instructions of 8-byte pairs). The
 // convert kernel reads that order back: dQ = scale * accumulators, in the output dtype, with the
 // caller's strides.
 #pragma once
@@ -22,9 +23,10 @@ struct DqTileOrder {
   static constexpr int kThreads = Traits::kConsumerThreads;
   static constexpr int kPairs = Traits::kBlockM * Traits::kHeadDim / kThreads / 2;
 
-  // Float offset in the tile of register pair k (registers 2k, 2k + 1) of consumer thread t.
+  // Float offset in the tile of register pair k (registers 2k, 2k + 1) of consumer thread t:
+  // pairs 2j and 2j + 1 are the two halves of the thread's 16-byte chunk j.
   __device__ __forceinline__ static int offset(int thread, int k) {
-    return (k * kThreads + thread) * 2;
+    return ((k / 2) * kThreads + thread) * 4 + (k % 2) * 2;
   }
   // Row and column of that pair's first element: the dQ accumulator of warpgroup t / 128, which
   // covers all rows and half the dims (kDqSplitsDims) or half the rows and all dims.
