@@ -5,8 +5,9 @@
 // its end.
 #pragma once
 
-#include <cute/atom/copy_traits_sm90.hpp>
 #include <cutlass/arch/barrier.h>
+
+#include <cute/atom/copy_traits_sm90.hpp>
 
 #include "common/key_block_rows.hpp"
 #include "common/online_softmax.hpp"
