@@ -60,6 +60,9 @@ struct Bwd256Traits {
   static constexpr int kConsumerRegisters = 240;
   // The dQ tile order (bwd_convert.cuh's DqTileOrder): dims split between the warpgroups.
   static constexpr bool kDqSplitsDims = true;
+  // The sm90 backward refuses varlen at head dim 256 (sm90_bwd.cu); the shared convert kernel
+  // (bwd_convert.cuh) asks.
+  static constexpr bool kVarlen = false;
 
   // S^T and dP^T: one warpgroup each, 64 x 64 over K = D, both operands K-major.
   using TiledMmaSdP = decltype(make_tiled_mma(

@@ -7,6 +7,8 @@
 
 #include <cutlass/arch/barrier.h>
 
+#include <cute/atom/copy_traits_sm90.hpp>
+
 #include "common/flex_sequence.hpp"
 #include "common/key_block_rows.hpp"
 #include "common/online_softmax.hpp"
@@ -179,8 +181,13 @@ struct BwdMainloop {
     Tensor tdKrQt = wg_dkv.partition_fragment_B(sQt);
     Tensor tdQrdS = wg_dq.partition_fragment_A(sDs);
     Tensor tdQrKt = wg_dq.partition_fragment_B(sKt);
-    // This thread's elements of dS^T in shared memory: the S^T accumulator's own layout.
-    Tensor tdSsdS = mma_sdp.get_slice(thread).partition_C(sDst);
+    // dS^T to shared memory with stmatrix: each 8 x 8 block of the S^T accumulator (8 keys, 8
+    // adjacent queries) is one 16-byte row per key, contiguous in the query-contiguous layout, so
+    // a warp stores 4 blocks per instruction with one address per lane (scalar 32-bit stores took
+    // 4x the instructions, each behind its own swizzled address math).
+    auto ds_copy = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_sdp);
+    auto thread_ds_copy = ds_copy.get_thread_slice(thread);
+    Tensor tdSsdS = thread_ds_copy.partition_D(sDst);
 
     Tensor dk = partition_fragment_C(mma_dkv, KeyGradShape{});
     Tensor dv = partition_fragment_C(mma_dkv, KeyGradShape{});
@@ -239,37 +246,46 @@ struct BwdMainloop {
       // dS^T to shared memory for dQ = dS K, which needs both warpgroups' keys. The other buffer
       // is still read by the other warpgroup's previous dQ GEMM; it finished that before it
       // arrived here, so one barrier a step orders both.
-      Tensor tdSsdS_stage = tdSsdS(_, _, _, ds_stage);
-      // dS^T's shared-memory elements are the accumulator's, register for register.
-      CUTE_STATIC_ASSERT_V(size(tdSsdS_stage) == size(ds_elems) && size(ds_elems) == size(dp));
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(ds_elems); i += 2) {
-        store_shared_pair(&tdSsdS_stage(i), ds_elems(i), ds_elems(i + 1));
+      // ds_elems is in the S^T accumulator's register order (the A operand of dK); stmatrix
+      // takes it through the accumulator's layout.
+      Tensor ds_acc_view = make_tensor(ds_elems.data(), dp.layout());
+      cute::copy(ds_copy, thread_ds_copy.retile_S(ds_acc_view), tdSsdS(_, _, _, ds_stage));
+      // dK's place (Traits::kDkBeforeDsBarrier): under the dS barrier, or under the dQ staging.
+      if constexpr (Traits::kDkBeforeDsBarrier) {
+        issue_gemm</*kZeroInit=*/false>(mma_dkv, ds_elems, tdKrQt(_, _, _, stage), dk);
       }
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores before wgmma reads them
       cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads,
                                         barrier_id(BwdBarrierId::kDsReady));
       Tensor dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
       issue_gemm</*kZeroInit=*/true>(mma_dq, tdQrdS(_, _, _, ds_stage), tdQrKt, dq);
-      // dK after dQ, so that it runs while this thread stages dQ (wgmma batches retire in order:
-      // dV and dQ first).
-      issue_gemm</*kZeroInit=*/false>(mma_dkv, ds_elems, tdKrQt(_, _, _, stage), dk);
-      warpgroup_wait<1>();
+      if constexpr (Traits::kDkBeforeDsBarrier) {
+        warpgroup_wait<0>();
+        // Every GEMM that read this stage's Q and dO has retired (dQ reads dS and K only).
+        pipeline.consumer_release(read);
+        ++read;
+      } else {
+        // wgmma batches retire in order: dV and dQ first, dK while this thread stages dQ.
+        issue_gemm</*kZeroInit=*/false>(mma_dkv, ds_elems, tdKrQt(_, _, _, stage), dk);
+        warpgroup_wait<1>();
+      }
 
       // dQ to the writer warp's staging buffer, once it has read out the previous step's.
       constexpr int kDqThreads = Traits::kConsumerThreads + cutlass::NumThreadsPerWarp;
       cutlass::arch::NamedBarrier::sync(kDqThreads, barrier_id(BwdBarrierId::kDqEmpty));
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(dq); i += 2) {
-        *reinterpret_cast<float2*>(smem.dq + DqTileOrder<Traits>::offset(thread, i / 2)) =
-            make_float2(dq(i), dq(i + 1));
+      for (int i = 0; i < size(dq); i += 4) {
+        *reinterpret_cast<float4*>(smem.dq + DqTileOrder<Traits>::offset(thread, i / 2)) =
+            make_float4(dq(i), dq(i + 1), dq(i + 2), dq(i + 3));
       }
       cutlass::arch::fence_view_async_shared();  // the writer's bulk reduction reads it (async)
       cutlass::arch::NamedBarrier::arrive(kDqThreads, barrier_id(BwdBarrierId::kDqFull));
-      warpgroup_wait<0>();
-      // Every GEMM that read this stage's Q and dO has retired.
-      pipeline.consumer_release(read);
-      ++read;
+      if constexpr (!Traits::kDkBeforeDsBarrier) {
+        warpgroup_wait<0>();
+        // Every GEMM that read this stage's Q and dO has retired.
+        pipeline.consumer_release(read);
+        ++read;
+      }
     }
     store_key_grads(p, walk, thread, dk, dv);
   }
@@ -298,17 +314,6 @@ struct BwdMainloop {
       p_elems(i) = static_cast<Element>(prob);
       s(i) = Traits::kSoftcap ? g * prob : prob;
     }
-  }
-
-  // Two adjacent elements (4-byte aligned) as one 32-bit shared-memory store: the address comes
-  // through CuTe's swizzled layout as a generic pointer, which the compiler would store through
-  // with generic stores.
-  __device__ static void store_shared_pair(Element* at, Element a, Element b) {
-    const Element pair[2] = {a, b};
-    uint32_t bits;
-    memcpy(&bits, pair, sizeof(bits));
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(cute::cast_smem_ptr_to_uint(at)), "r"(bits)
-                 : "memory");
   }
 };
 

@@ -65,6 +65,10 @@ struct BwdTraits {
   // dQ's split over the two consumer warpgroups: along D when one warpgroup covers every query
   // row (kBlockM = 64), along the rows otherwise.
   static constexpr bool kDqSplitsDims = kBlockM == kRowsPerWarpgroup;
+  // dK issued before the step's dS barrier (cuDNN 9.19's order: it runs while the warpgroups
+  // meet), or after dQ (it runs while dQ is staged). Measured on the H100 (docs/perf.md, sm90
+  // v9): before the barrier 2-3% faster at hd64, 1-3% slower on hd128's causal shapes.
+  static constexpr bool kDkBeforeDsBarrier = kHeadDim == 64;
 
   using WarpgroupsAlongM = Layout<Shape<Int<kConsumerWarpgroups>, _1, _1>>;
   using TiledMmaSdP = decltype(make_tiled_mma(
