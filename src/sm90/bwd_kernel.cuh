@@ -87,9 +87,10 @@ struct BwdLoad {
     }
 
     typename Pipeline::PipelineState write = cutlass::make_producer_start_state<Pipeline>();
-    for (int step = 0; step < walk.steps; ++step) {
-      const int head = walk.head(step);
-      const int m_block = walk.m_block(step);
+    BwdWalk::Position at = walk.first();
+    for (int step = 0; step < walk.steps; ++step, walk.advance(at)) {
+      const int head = at.head;
+      const int m_block = at.m_block;
       pipeline.producer_acquire(write);
       if (issuer) {
         uint64_t* full = pipeline.producer_get_barrier(write);
@@ -169,10 +170,11 @@ __device__ void write_dq(const sm80::BwdParams& p, typename Traits::SharedStorag
   // The staging buffer starts empty; each later release matches one consumer wait, so every
   // arrival on the barrier is consumed before the CTA exits.
   cutlass::arch::NamedBarrier::arrive(kThreads, barrier_id(BwdBarrierId::kDqEmpty));
-  for (int step = 0; step < walk.steps; ++step) {
+  BwdWalk::Position at = walk.first();
+  for (int step = 0; step < walk.steps; ++step, walk.advance(at)) {
     cutlass::arch::NamedBarrier::sync(kThreads, barrier_id(BwdBarrierId::kDqFull));
-    const int m_block = walk.m_block(step);
-    const int64_t head_row = static_cast<int64_t>(walk.batch) * p.heads_q + walk.head(step);
+    const int m_block = at.m_block;
+    const int64_t head_row = static_cast<int64_t>(walk.batch) * p.heads_q + at.head;
     int* const semaphore =
         deterministic ? p.dq_semaphore + head_row * p.num_m_blocks + m_block : nullptr;
     if (issuer) {
@@ -181,7 +183,7 @@ __device__ void write_dq(const sm80::BwdParams& p, typename Traits::SharedStorag
         wait_for_dq_turn(semaphore,
                          sm80::dq_turn<Traits::kBlockM, Traits::kBlockN>(p, row0, walk.n_block));
       }
-      const int64_t tile_row = walk.workspace_row<Traits::kVarlen>(p, walk.head(step)) + row0;
+      const int64_t tile_row = walk.workspace_row<Traits::kVarlen>(p, at.head) + row0;
       float* accum = p.dq_accum + tile_row * Traits::kHeadDim;
       bulk_reduce_add_f32(accum, smem.dq, kTileBytes);
       cute::tma_store_arrive();   // commit the bulk group
