@@ -32,14 +32,6 @@ BackwardCase make_case(DType dtype, int64_t head_dim, int64_t sq, int64_t sk, in
   return c;
 }
 
-bool on_sm90() {
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  return major == 9 && minor == 0;
-}
-
 // The gradients the backward wrote (on poisoned buffers) against the float64 reference.
 void expect_matches_reference(const BackwardCase& c, BackwardData& data) {
   data.compute_reference();

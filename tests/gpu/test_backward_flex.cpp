@@ -28,14 +28,6 @@
 namespace flashcore::testing {
 namespace {
 
-bool on_sm90() {
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  return major == 9 && minor == 0;
-}
-
 // The sm90 backward runs varlen batches at head dims 64 and 128 with the dense options only;
 // every flex mod and BlockMask stays on sm80.
 bool sm90_runs(const FlexCase& c) {

@@ -89,6 +89,14 @@ bool cuda_device_available(std::string* why) {
   return true;
 }
 
+bool on_sm90() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  return major == 9 && minor == 0;
+}
+
 std::string AttentionCase::name() const {
   std::ostringstream out;
   out << (dtype == DType::kFloat16 ? "fp16" : "bf16") << "_b" << batch << "_sq" << seqlen_q << "_sk"
