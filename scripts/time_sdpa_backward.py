@@ -26,6 +26,10 @@ SHAPES = [  # batch, heads, seqlen, head_dim, causal, dtype
     (2, 16, 8192, 256, False, torch.bfloat16),
     (2, 16, 8192, 256, True, torch.bfloat16),
     (4, 16, 4096, 256, False, torch.float16),
+    (1, 16, 16384, 128, False, torch.bfloat16),
+    (1, 16, 16384, 128, True, torch.bfloat16),
+    (1, 16, 16384, 256, False, torch.bfloat16),
+    (1, 16, 16384, 256, True, torch.bfloat16),
 ]
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION}
 

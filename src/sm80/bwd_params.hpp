@@ -38,6 +38,9 @@ struct BwdParams {
   // Deterministic mode: [batch, heads_q, num_m_blocks] counts of the key blocks that have added
   // their dQ to each query block (zeroed); null otherwise.
   int* dq_semaphore;
+  // The sm90 hd256 kernel's persistent schedule: the next tile past the first wave (zeroed with
+  // dq_accum). Unused by the other backwards.
+  int* tile_counter;
 
   int batch;
   int heads_q;

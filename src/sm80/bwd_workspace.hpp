@@ -25,7 +25,7 @@ inline size_t align_up(size_t bytes) {
 struct WorkspaceLayout {
   int64_t seqlen_q_rounded;
   int64_t num_m_blocks;
-  size_t dq_accum, lse_log2, delta, semaphore;
+  size_t dq_accum, tile_counter, lse_log2, delta, semaphore;
   size_t total;
 };
 inline WorkspaceLayout workspace_layout(const BackwardProblem& problem, int block_m) {
@@ -44,7 +44,9 @@ inline WorkspaceLayout workspace_layout(const BackwardProblem& problem, int bloc
     rows = static_cast<size_t>(a.batch * a.heads_q * w.seqlen_q_rounded);
   }
   w.dq_accum = 0;
-  w.lse_log2 = align_up(rows * static_cast<size_t>(a.head_dim) * sizeof(float));
+  // Right after the dQ accumulators, so that zeroing them zeroes it too (one memset).
+  w.tile_counter = align_up(rows * static_cast<size_t>(a.head_dim) * sizeof(float));
+  w.lse_log2 = w.tile_counter + align_up(sizeof(int));
   w.delta = w.lse_log2 + align_up(rows * sizeof(float));
   w.semaphore = w.delta + align_up(rows * sizeof(float));
   // Deterministic mode is dense only (sm80_backward_rejects).
@@ -86,6 +88,7 @@ inline sm80::BwdParams backward_kernel_view(const BackwardProblem& problem, void
   p.dq_accum = reinterpret_cast<float*>(base + w.dq_accum);
   p.lse_log2 = reinterpret_cast<float*>(base + w.lse_log2);
   p.delta = reinterpret_cast<float*>(base + w.delta);
+  p.tile_counter = reinterpret_cast<int*>(base + w.tile_counter);
   p.dq_semaphore = a.deterministic ? reinterpret_cast<int*>(base + w.semaphore) : nullptr;
   p.batch = static_cast<int>(a.batch);
   p.heads_q = static_cast<int>(a.heads_q);

@@ -1,18 +1,27 @@
 // The sm90 backward kernel for head dim 256 (the tile: bwd256_traits.hpp; the consumers:
-// bwd256_mainloop.hpp): one CTA per (key block of 64 keys, kv head, batch), warp specialized as
-// the hd64/hd128 kernel (bwd_kernel.cuh), whose walk, preprocess, convert, deterministic turn and
-// bulk reduction it reuses:
-//   - producer warp: K and V once, then per step Q with the rows' LSE and D into a two-stage ring
-//     and dO into a one-stage buffer (the consumers release dO mid-step, Q at its end);
+// bwd256_mainloop.hpp). Persistent: at most one CTA per SM, each running tiles (one key block of
+// 64 keys of one (kv head, batch) pair) in bwd_tile_order.hpp's order, the first wave by CTA index
+// and every later tile from a counter as a CTA frees up. Warp specialized as the hd64/hd128 kernel
+// (bwd_kernel.cuh), whose walk, preprocess, convert, deterministic turn and bulk reduction it
+// reuses:
+//   - producer warp: picks each tile and hands its number to the other roles (TileRing); per tile
+//     K and V, once the consumers have retired the last tile's (kv_empty), then per step Q with
+//     the rows' LSE and D into a two-stage ring and dO into a one-stage buffer (the consumers
+//     release dO mid-step, Q at its end);
 //   - dQ writer warp: per step, two bulk reductions, one per consumer warpgroup's half of dQ (D
 //     split), out of one 32 KiB staging buffer that the warpgroups fill in turn;
-//   - two consumer warpgroups.
+//   - two consumer warpgroups, which store a tile's dK and dV while the producer loads the next
+//     tile's K, V and first Q and dO: what one CTA per tile left idle between tiles, besides the
+//     order's shorter tail.
 // Included by sm90_bwd_hd256.cu only.
 #pragma once
+
+#include <algorithm>
 
 #include "sm90/bwd256_mainloop.hpp"
 #include "sm90/bwd256_traits.hpp"
 #include "sm90/bwd_kernel.cuh"
+#include "sm90/tile_scheduler.hpp"
 
 namespace flashcore::sm90 {
 
@@ -26,9 +35,8 @@ struct Bwd256Load {
   // All 32 lanes of the producer warp: they wait on the rings together, one lane issues copies.
   __device__ static void run(const BwdKernelParams<Traits>& params, SharedStorage& smem,
                              typename Traits::PipelineQ& pipe_q,
-                             typename Traits::PipelineDo& pipe_do, const BwdWalk& walk) {
+                             typename Traits::PipelineDo& pipe_do) {
     const sm80::BwdParams& p = params.p;
-    if (walk.steps == 0) return;
     const bool issuer = cute::elect_one_sync();
     Tensor mQ =
         params.tma_q.get_tma_tensor(make_shape(p.seqlen_q, int{kHeadDim}, p.heads_q, p.batch));
@@ -44,55 +52,68 @@ struct Bwd256Load {
     Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutK{});
     using KvTile = Shape<Int<kBlockN>, Int<kHeadDim>>;
     using QTile = Shape<Int<kBlockM>, Int<kHeadDim>>;
-
     if (issuer) {
       cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
       cute::prefetch_tma_descriptor(params.tma_do.get_tma_descriptor());
-      Tensor gK =
-          local_tile(mK(_, _, walk.kv_head, walk.batch), KvTile{}, make_coord(walk.n_block, _0{}));
-      Tensor gV =
-          local_tile(mV(_, _, walk.kv_head, walk.batch), KvTile{}, make_coord(walk.n_block, _0{}));
-      auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
-                                   group_modes<0, 2>(gK));
-      auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
-                                   group_modes<0, 2>(gV));
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.kv_full,
-                                                                     2 * Traits::kKBytes);
-      copy(params.tma_k.with(smem.kv_full, 0), get<0>(k_views), get<1>(k_views));
-      copy(params.tma_v.with(smem.kv_full, 0), get<0>(v_views), get<1>(v_views));
+      cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     }
 
+    const Bwd256Schedule<Traits> schedule = Bwd256Schedule<Traits>::of(p);
     auto write_q = cutlass::make_producer_start_state<typename Traits::PipelineQ>();
     auto write_do = cutlass::make_producer_start_state<typename Traits::PipelineDo>();
-    for (int step = 0; step < walk.steps; ++step) {
-      const int head = walk.head(step);
-      const int m_block = walk.m_block(step);
-      Tensor gQ = local_tile(mQ(_, _, head, walk.batch), QTile{}, make_coord(m_block, _0{}));
-      Tensor gdO = local_tile(mdO(_, _, head, walk.batch), QTile{}, make_coord(m_block, _0{}));
-      pipe_q.producer_acquire(write_q);
+    TileCursor<1> cursor;
+    int kv_loads = 0;  // tiles whose K and V this CTA loaded
+    for (int index = cursor.first();; index = cursor.next(p.tile_counter)) {
+      TileRing::publish(smem.tiles, cursor.taken, index);
+      if (schedule.done(index)) break;
+      const BwdWalk walk = schedule.walk(p, index);
+      if (walk.steps == 0) continue;  // dK = dV = 0: the consumers store them, nothing to load
+      if (kv_loads > 0) cutlass::arch::ClusterBarrier::wait(&smem.kv_empty, (kv_loads - 1) & 1);
       if (issuer) {
-        uint64_t* full = pipe_q.producer_get_barrier(write_q);
-        auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
-                                     group_modes<0, 2>(gQ));
-        copy(params.tma_q.with(*full, 0), get<0>(q_views), get<1>(q_views)(_, write_q.index()));
-        // LSE and D rows: the workspace pads them to whole query blocks (16-byte aligned).
-        const int64_t rows =
-            (static_cast<int64_t>(walk.batch) * p.heads_q + head) * p.seqlen_q_rounded +
-            m_block * kBlockM;
-        cute::SM90_BULK_COPY_G2S::copy(p.lse_log2 + rows, full, smem.lse[write_q.index()],
-                                       Traits::kRowStatBytes);
-        cute::SM90_BULK_COPY_G2S::copy(p.delta + rows, full, smem.delta[write_q.index()],
-                                       Traits::kRowStatBytes);
+        Tensor gK = local_tile(mK(_, _, walk.kv_head, walk.batch), KvTile{},
+                               make_coord(walk.n_block, _0{}));
+        Tensor gV = local_tile(mV(_, _, walk.kv_head, walk.batch), KvTile{},
+                               make_coord(walk.n_block, _0{}));
+        auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                                     group_modes<0, 2>(gK));
+        auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
+                                     group_modes<0, 2>(gV));
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.kv_full,
+                                                                       2 * Traits::kKBytes);
+        copy(params.tma_k.with(smem.kv_full, 0), get<0>(k_views), get<1>(k_views));
+        copy(params.tma_v.with(smem.kv_full, 0), get<0>(v_views), get<1>(v_views));
       }
-      ++write_q;
-      pipe_do.producer_acquire(write_do);
-      if (issuer) {
-        uint64_t* full = pipe_do.producer_get_barrier(write_do);
-        auto do_views = tma_partition(params.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO),
-                                      group_modes<0, 2>(gdO));
-        copy(params.tma_do.with(*full, 0), get<0>(do_views), get<1>(do_views));
+      ++kv_loads;
+      BwdWalk::Position at = walk.first();
+      for (int step = 0; step < walk.steps; ++step, walk.advance(at)) {
+        Tensor gQ =
+            local_tile(mQ(_, _, at.head, walk.batch), QTile{}, make_coord(at.m_block, _0{}));
+        Tensor gdO =
+            local_tile(mdO(_, _, at.head, walk.batch), QTile{}, make_coord(at.m_block, _0{}));
+        pipe_q.producer_acquire(write_q);
+        if (issuer) {
+          uint64_t* full = pipe_q.producer_get_barrier(write_q);
+          auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                       group_modes<0, 2>(gQ));
+          copy(params.tma_q.with(*full, 0), get<0>(q_views), get<1>(q_views)(_, write_q.index()));
+          // LSE and D rows: the workspace pads them to whole query blocks (16-byte aligned).
+          const int64_t rows = walk.workspace_row<false>(p, at.head) + at.m_block * kBlockM;
+          cute::SM90_BULK_COPY_G2S::copy(p.lse_log2 + rows, full, smem.lse[write_q.index()],
+                                         Traits::kRowStatBytes);
+          cute::SM90_BULK_COPY_G2S::copy(p.delta + rows, full, smem.delta[write_q.index()],
+                                         Traits::kRowStatBytes);
+        }
+        ++write_q;
+        pipe_do.producer_acquire(write_do);
+        if (issuer) {
+          uint64_t* full = pipe_do.producer_get_barrier(write_do);
+          auto do_views = tma_partition(params.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO),
+                                        group_modes<0, 2>(gdO));
+          copy(params.tma_do.with(*full, 0), get<0>(do_views), get<1>(do_views));
+        }
+        ++write_do;
       }
-      ++write_do;
     }
     // Keeps the warp alive until the consumers released every stage it filled.
     pipe_q.producer_tail(write_q);
@@ -107,45 +128,57 @@ struct Bwd256Load {
 // In deterministic mode the step's turn is taken before the first half and passed after the
 // second has completed.
 template <typename Traits>
-__device__ void write_dq256(const sm80::BwdParams& p, typename Traits::SharedStorage& smem,
-                            const BwdWalk& walk) {
-  if (walk.steps == 0) return;
+__device__ void write_dq256(const sm80::BwdParams& p, typename Traits::SharedStorage& smem) {
   // kDqFull and kDqEmpty: this warp and the staging warpgroup.
   constexpr uint32_t kDqThreads = kWarpgroupThreads + cutlass::NumThreadsPerWarp;
   constexpr int kHalfBytes = Traits::kDqHalfFloats * static_cast<int>(sizeof(float));
   const bool issuer = cute::elect_one_sync();
   const bool deterministic = p.dq_semaphore != nullptr;
-  // The buffer starts empty, warpgroup 1's turn; each later hand-over matches one wait.
-  cutlass::arch::NamedBarrier::arrive(kDqThreads, barrier_id(Bwd256BarrierId::kDqEmpty0, 1));
-  for (int step = 0; step < walk.steps; ++step) {
-    const int m_block = walk.m_block(step);
-    const int row0 = m_block * Traits::kBlockM;
-    const int64_t head_row = static_cast<int64_t>(walk.batch) * p.heads_q + walk.head(step);
-    int* const semaphore =
-        deterministic ? p.dq_semaphore + head_row * p.num_m_blocks + m_block : nullptr;
-    float* accum = p.dq_accum + (head_row * p.seqlen_q_rounded + row0) * Traits::kHeadDim;
-    CUTLASS_PRAGMA_UNROLL
-    for (int turn = 0; turn < 2; ++turn) {
-      const int warpgroup = 1 - turn;
-      cutlass::arch::NamedBarrier::sync(kDqThreads,
-                                        barrier_id(Bwd256BarrierId::kDqFull0, warpgroup));
-      if (issuer) {
-        if (deterministic && turn == 0) {
-          wait_for_dq_turn(semaphore,
-                           sm80::dq_turn<Traits::kBlockM, Traits::kBlockN>(p, row0, walk.n_block));
+  const Bwd256Schedule<Traits> schedule = Bwd256Schedule<Traits>::of(p);
+  for (int taken = 0;; ++taken) {
+    const int index = TileRing::take(smem.tiles, taken);
+    if (schedule.done(index)) break;
+    const BwdWalk walk = schedule.walk(p, index);
+    if (walk.steps == 0) continue;
+    // The buffer starts each tile empty, warpgroup 1's turn; each later hand-over matches one
+    // wait.
+    cutlass::arch::NamedBarrier::arrive(kDqThreads, barrier_id(Bwd256BarrierId::kDqEmpty0, 1));
+    BwdWalk::Position at = walk.first();
+    for (int step = 0; step < walk.steps; ++step, walk.advance(at)) {
+      const int row0 = at.m_block * Traits::kBlockM;
+      const int64_t head_row = walk.workspace_row<false>(p, at.head);
+      int* const semaphore =
+          deterministic
+              ? p.dq_semaphore +
+                    (static_cast<int64_t>(walk.batch) * p.heads_q + at.head) * p.num_m_blocks +
+                    at.m_block
+              : nullptr;
+      float* accum = p.dq_accum + (head_row + row0) * Traits::kHeadDim;
+      CUTLASS_PRAGMA_UNROLL
+      for (int turn = 0; turn < 2; ++turn) {
+        const int warpgroup = 1 - turn;
+        cutlass::arch::NamedBarrier::sync(kDqThreads,
+                                          barrier_id(Bwd256BarrierId::kDqFull0, warpgroup));
+        if (issuer) {
+          if (deterministic && turn == 0) {
+            wait_for_dq_turn(
+                semaphore, sm80::dq_turn<Traits::kBlockM, Traits::kBlockN>(p, row0, walk.n_block));
+          }
+          bulk_reduce_add_f32(accum + warpgroup * Traits::kDqHalfFloats, smem.dq, kHalfBytes);
+          cute::tma_store_arrive();   // commit the bulk group
+          cute::tma_store_wait<0>();  // ... and wait until its reads of the staging buffer are done
         }
-        bulk_reduce_add_f32(accum + warpgroup * Traits::kDqHalfFloats, smem.dq, kHalfBytes);
-        cute::tma_store_arrive();   // commit the bulk group
-        cute::tma_store_wait<0>();  // ... and wait until its reads of the staging buffer are done
+        __syncwarp();
+        if (turn == 0) {
+          cutlass::arch::NamedBarrier::arrive(kDqThreads,
+                                              barrier_id(Bwd256BarrierId::kDqEmpty0, 0));
+        } else if (step + 1 < walk.steps) {
+          cutlass::arch::NamedBarrier::arrive(kDqThreads,
+                                              barrier_id(Bwd256BarrierId::kDqEmpty0, 1));
+        }
       }
-      __syncwarp();
-      if (turn == 0) {
-        cutlass::arch::NamedBarrier::arrive(kDqThreads, barrier_id(Bwd256BarrierId::kDqEmpty0, 0));
-      } else if (step + 1 < walk.steps) {
-        cutlass::arch::NamedBarrier::arrive(kDqThreads, barrier_id(Bwd256BarrierId::kDqEmpty0, 1));
-      }
+      if (deterministic && issuer) pass_dq_turn(semaphore);
     }
-    if (deterministic && issuer) pass_dq_turn(semaphore);
   }
   // The reductions themselves (not only their reads) complete before the warp exits.
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
@@ -172,23 +205,27 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       smem.pipeline_do,
       tma_pipeline_params<PipelineDo>(is_producer, Traits::kConsumerThreads, Traits::kQBytes),
       Shape<_1, _1, _1>{});
-  if (threadIdx.x == 0) cutlass::arch::ClusterTransactionBarrier::init(&smem.kv_full, 1);
+  if (threadIdx.x == 0) {
+    cutlass::arch::ClusterTransactionBarrier::init(&smem.kv_full, 1);
+    cutlass::arch::ClusterBarrier::init(&smem.kv_empty, Traits::kConsumerThreads);
+    // The tile numbers' readers: the consumers and the dQ writer warp.
+    TileRing::init(smem.tiles, Traits::kConsumerThreads + cutlass::NumThreadsPerWarp);
+  }
   cutlass::arch::fence_barrier_init();
   __syncthreads();
 
-  const BwdWalk walk = BwdWalk::of<Traits::kBlockM, Traits::kBlockN>(params.p);
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
     if (warp_in_warpgroup == 0) {
-      Bwd256Load<Traits>::run(params, smem, pipe_q, pipe_do, walk);
+      Bwd256Load<Traits>::run(params, smem, pipe_q, pipe_do);
     } else if (warp_in_warpgroup == 1) {
-      write_dq256<Traits>(params.p, smem, walk);
+      write_dq256<Traits>(params.p, smem);
     }
     return;
   }
   cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
   Bwd256Mainloop<Traits> mainloop;
-  mainloop.run(params, smem, pipe_q, pipe_do, walk, threadIdx.x - kWarpgroupThreads);
+  mainloop.run(params, smem, pipe_q, pipe_do, threadIdx.x - kWarpgroupThreads);
 #endif
 }
 
@@ -228,9 +265,18 @@ cudaError_t launch_backward256(const sm80::BwdParams& p, cudaStream_t stream) {
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (configured != cudaSuccess) return configured;
+  // Persistent: one CTA per SM (its shared memory allows no second), or one per tile if fewer.
+  int device = 0;
+  int sm_count = 0;
+  if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+  if (cudaError_t err = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+      err != cudaSuccess) {
+    return err;
+  }
+  const int tiles =
+      BwdTileOrder::of(p, Traits::kHeadDim, static_cast<int>(sizeof(Element))).num_tiles();
   detail::LaunchShape shape;
-  shape.grid = dim3(static_cast<unsigned>(p.num_n_blocks), static_cast<unsigned>(p.heads_kv),
-                    static_cast<unsigned>(p.batch));
+  shape.grid = dim3(static_cast<unsigned>(std::min(tiles, sm_count)));
   shape.threads = Traits::kThreads;
   shape.smem_bytes = Traits::kSmemBytes;
   if (cudaError_t err = detail::launch_kernel(kernel, shape, stream, params); err != cudaSuccess) {

@@ -1,6 +1,7 @@
 // The hd256 backward's consumer warpgroups (bwd256_kernel.cuh runs them; the split of the work is
-// bwd256_traits.hpp's). Per step of the walk, every consumer thread runs the same sequence of
-// GEMMs, with the operands of its warpgroup:
+// bwd256_traits.hpp's), over the tiles the producer names (the persistent schedule, below). Per
+// step of a tile's walk, every consumer thread runs the same sequence of GEMMs, with the operands
+// of its warpgroup:
 //   1. S^T = K Q^T (warpgroup 0) or dP^T = V dO^T (warpgroup 1), then both wait for it;
 //   2. warpgroup 0: P^T (and G^T with softcap) to shared memory; barrier kPReady;
 //   3. dV += P^T dO (each warpgroup its half of D);
@@ -19,7 +20,9 @@
 #include "sm80/bwd_params.hpp"
 #include "sm90/bwd256_traits.hpp"
 #include "sm90/bwd_mainloop.hpp"
+#include "sm90/bwd_tile_order.hpp"
 #include "sm90/named_barriers.hpp"
+#include "sm90/tile_scheduler.hpp"
 #include "sm90/wgmma.hpp"
 
 namespace flashcore::sm90 {
@@ -30,6 +33,22 @@ constexpr int q_stage_offset() {
   constexpr typename Traits::SmemLayoutQ layout{};
   return layout(0, 0, 1);
 }
+
+// The persistent schedule as each role sees it: the tile order and the walk of a tile number.
+template <typename Traits>
+struct Bwd256Schedule {
+  BwdTileOrder order;
+
+  __device__ static Bwd256Schedule of(const sm80::BwdParams& p) {
+    return {
+        BwdTileOrder::of(p, Traits::kHeadDim, static_cast<int>(sizeof(typename Traits::Element)))};
+  }
+  __device__ bool done(int index) const { return index >= order.num_tiles(); }
+  __device__ BwdWalk walk(const sm80::BwdParams& p, int index) const {
+    const BwdTileOrder::Tile tile = order.tile(index);
+    return BwdWalk::at<Traits::kBlockM, Traits::kBlockN>(p, tile.n_block, tile.kv_head, tile.batch);
+  }
+};
 
 template <typename Traits>
 struct Bwd256Mainloop {
@@ -44,16 +63,18 @@ struct Bwd256Mainloop {
   // kDqFull and kDqEmpty: the dQ writer warp and one consumer warpgroup.
   static constexpr int kDqThreads = kWarpgroupThreads + cutlass::NumThreadsPerWarp;
   static_assert(q_stage_offset<Traits>() == kBlockM * kHeadDim, "a Q stage is one dO-shaped tile");
+  static_assert(Traits::kPStages == 2, "the P^T buffer alternates");
   static_assert(ds_views_agree<Traits>(), "dS and dS^T must be the same bytes");
 
   typename Traits::TiledMmaSdP mma_sdp;
   typename Traits::TiledMmaDkv mma_dkv;
   typename Traits::TiledMmaDq mma_dq;
 
-  // thread: 0..255 over both consumer warpgroups.
+  // thread: 0..255 over both consumer warpgroups. Runs the tiles the producer hands over until it
+  // names none.
   __device__ void run(const BwdKernelParams<Traits>& params, SharedStorage& smem,
                       typename Traits::PipelineQ& pipe_q, typename Traits::PipelineDo& pipe_do,
-                      const BwdWalk& walk, int thread) {
+                      int thread) {
     const sm80::BwdParams& p = params.p;
     const int warpgroup = thread / kWarpgroupThreads;
     const int wg_thread = thread % kWarpgroupThreads;
@@ -85,93 +106,108 @@ struct Bwd256Mainloop {
     Tensor tSsDs = thread_sdp.partition_C(sDst);
     Tensor tGsG = thread_sdp.partition_C(
         make_tensor(make_smem_ptr(smem.g.data()), typename Traits::SmemLayoutDst{}));
+    const AccumulatorCoords coords = AccumulatorCoords::of(wg_thread);
 
     Tensor dk = partition_fragment_C(mma_dkv, KeyGradShape{});
     Tensor dv = partition_fragment_C(mma_dkv, KeyGradShape{});
-    clear(dk);
-    clear(dv);
-
-    if (walk.steps > 0) cutlass::arch::ClusterTransactionBarrier::wait(&smem.kv_full, 0);
-    const AccumulatorCoords coords = AccumulatorCoords::of(wg_thread);
-    const int key0 = walk.n_block * kBlockN;
+    const Bwd256Schedule<Traits> schedule = Bwd256Schedule<Traits>::of(p);
     typename Traits::PipelineQ::PipelineState read_q;
     typename Traits::PipelineDo::PipelineState read_do;
-    for (int step = 0; step < walk.steps; ++step) {
-      const int row0 = walk.m_block(step) * kBlockM;
-      const int stage = read_q.index();
-      const int p_stage = step % Traits::kPStages;
+    int kv_loads = 0;  // tiles whose K and V this CTA loaded
+    int p_stage = 0;   // the P^T buffer of the next step, alternating across tiles too
+    for (int taken = 0;; ++taken) {
+      const int index = TileRing::take(smem.tiles, taken);
+      if (schedule.done(index)) break;
+      const BwdWalk walk = schedule.walk(p, index);
+      clear(dk);
+      clear(dv);
+      if (walk.steps > 0) {
+        cutlass::arch::ClusterTransactionBarrier::wait(&smem.kv_full, kv_loads & 1);
+        ++kv_loads;
+        const int key0 = walk.n_block * kBlockN;
+        BwdWalk::Position at = walk.first();
+        for (int step = 0; step < walk.steps; ++step, walk.advance(at)) {
+          const int row0 = at.m_block * kBlockM;
+          const int stage = read_q.index();
 
-      // 1. S^T or dP^T.
-      if (warpgroup == 0) {
-        pipe_q.consumer_wait(read_q);
-      } else {
-        pipe_do.consumer_wait(read_do);
-      }
-      Element* b_tile =
-          warpgroup == 0 ? smem.q.data() + stage * (kBlockM * kHeadDim) : smem.d_o.data();
-      Tensor tSrB = wg_sdp.partition_fragment_B(
-          make_tensor(make_smem_ptr(b_tile), typename Traits::SmemLayoutDo{}));
-      Tensor acc = partition_fragment_C(mma_sdp, ScoreShape{});
-      issue_gemm</*kZeroInit=*/true>(mma_sdp, tSrA, tSrB, acc);
-      warpgroup_wait<0>();
+          // 1. S^T or dP^T.
+          if (warpgroup == 0) {
+            pipe_q.consumer_wait(read_q);
+          } else {
+            pipe_do.consumer_wait(read_do);
+          }
+          Element* b_tile =
+              warpgroup == 0 ? smem.q.data() + stage * (kBlockM * kHeadDim) : smem.d_o.data();
+          Tensor tSrB = wg_sdp.partition_fragment_B(
+              make_tensor(make_smem_ptr(b_tile), typename Traits::SmemLayoutDo{}));
+          Tensor acc = partition_fragment_C(mma_sdp, ScoreShape{});
+          issue_gemm</*kZeroInit=*/true>(mma_sdp, tSrA, tSrB, acc);
+          warpgroup_wait<0>();
 
-      // 2. P^T = exp2(S^T * scale log2 e - LSE log2 e), zero where the mask hides the key (the
-      // key tail included); rows past seqlen_q have LSE +inf. Softcap as in bwd_mainloop.hpp.
-      if (warpgroup == 0) {
-        const bool masked =
-            !p.mask.tile_fully_visible(row0, min(row0 + kBlockM, p.seqlen_q), key0, key0 + kBlockN);
-        Tensor tPsP_stage = tPsP(_, _, _, p_stage);
-        // Two copies of the loop, as in bwd_mainloop.hpp: the mask test inside one serialized the
-        // exp2s.
-        if (masked) {
-          probabilities<true>(p, coords, row0, key0, smem.lse[stage], acc, tPsP_stage, tGsG);
-        } else {
-          probabilities<false>(p, coords, row0, key0, smem.lse[stage], acc, tPsP_stage, tGsG);
+          // 2. P^T = exp2(S^T * scale log2 e - LSE log2 e), zero where the mask hides the key (the
+          // key tail included); rows past seqlen_q have LSE +inf. Softcap as in bwd_mainloop.hpp.
+          if (warpgroup == 0) {
+            const bool masked = !p.mask.tile_fully_visible(row0, min(row0 + kBlockM, p.seqlen_q),
+                                                           key0, key0 + kBlockN);
+            Tensor tPsP_stage = tPsP(_, _, _, p_stage);
+            // Two copies of the loop, as in bwd_mainloop.hpp: the mask test inside one serialized
+            // the exp2s.
+            if (masked) {
+              probabilities<true>(p, coords, row0, key0, smem.lse[stage], acc, tPsP_stage, tGsG);
+            } else {
+              probabilities<false>(p, coords, row0, key0, smem.lse[stage], acc, tPsP_stage, tGsG);
+            }
+            cutlass::arch::fence_view_async_shared();  // generic-proxy stores before wgmma reads
+          }
+          cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads,
+                                            barrier_id(Bwd256BarrierId::kPReady));
+
+          // 3. dV.
+          pipe_do.consumer_wait(read_do);
+          issue_gemm</*kZeroInit=*/false>(mma_dkv, tdVrP(_, _, _, p_stage), tdVrdOt, dv);
+
+          // 4. dS^T = G (dP^T - D), D per query; G is P^T (in the element type) or with softcap
+          // G^T.
+          pipe_q.consumer_wait(read_q);
+          if (warpgroup == 1) {
+            const float* delta = smem.delta[stage];
+            Tensor tGs = tPsP(_, _, _, p_stage);
+            CUTLASS_PRAGMA_UNROLL
+            for (int i = 0; i < size(acc); i += 2) {
+              Element g[2];
+              load_shared_pair(Traits::kSoftcap ? &tGsG(i) : &tGs(i), g);
+              store_shared_pair(
+                  &tSsDs(i),
+                  static_cast<Element>(static_cast<float>(g[0]) * (acc(i) - delta[coords.col(i)])),
+                  static_cast<Element>(static_cast<float>(g[1]) *
+                                       (acc(i + 1) - delta[coords.col(i + 1)])));
+            }
+            cutlass::arch::fence_view_async_shared();
+          }
+          cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads,
+                                            barrier_id(Bwd256BarrierId::kDsReady));
+
+          // 5. dQ, then dK.
+          Tensor dq = partition_fragment_C(mma_dq, DqShape{});
+          issue_gemm</*kZeroInit=*/true>(mma_dq, tdQrdS, tdQrKt, dq);
+          issue_gemm</*kZeroInit=*/false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), dk);
+          warpgroup_wait<2>();
+          pipe_do.consumer_release(read_do);  // dV, the stage's last reader, retired
+          warpgroup_wait<1>();
+          stage_dq(smem, warpgroup, wg_thread, dq);
+          warpgroup_wait<0>();
+          // Every GEMM that read this stage's Q (and its LSE and D) has retired.
+          pipe_q.consumer_release(read_q);
+          ++read_q;
+          ++read_do;
+          p_stage ^= 1;
         }
-        cutlass::arch::fence_view_async_shared();  // generic-proxy stores before wgmma reads them
+        // Every GEMM that read K and V has retired: the producer may load the next tile's while
+        // this one's dK and dV are stored.
+        cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
       }
-      cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads,
-                                        barrier_id(Bwd256BarrierId::kPReady));
-
-      // 3. dV.
-      pipe_do.consumer_wait(read_do);
-      issue_gemm</*kZeroInit=*/false>(mma_dkv, tdVrP(_, _, _, p_stage), tdVrdOt, dv);
-
-      // 4. dS^T = G (dP^T - D), D per query; G is P^T (in the element type) or with softcap G^T.
-      pipe_q.consumer_wait(read_q);
-      if (warpgroup == 1) {
-        const float* delta = smem.delta[stage];
-        Tensor tGs = tPsP(_, _, _, p_stage);
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < size(acc); i += 2) {
-          Element g[2];
-          load_shared_pair(Traits::kSoftcap ? &tGsG(i) : &tGs(i), g);
-          store_shared_pair(
-              &tSsDs(i),
-              static_cast<Element>(static_cast<float>(g[0]) * (acc(i) - delta[coords.col(i)])),
-              static_cast<Element>(static_cast<float>(g[1]) *
-                                   (acc(i + 1) - delta[coords.col(i + 1)])));
-        }
-        cutlass::arch::fence_view_async_shared();
-      }
-      cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads,
-                                        barrier_id(Bwd256BarrierId::kDsReady));
-
-      // 5. dQ, then dK.
-      Tensor dq = partition_fragment_C(mma_dq, DqShape{});
-      issue_gemm</*kZeroInit=*/true>(mma_dq, tdQrdS, tdQrKt, dq);
-      issue_gemm</*kZeroInit=*/false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), dk);
-      warpgroup_wait<2>();
-      pipe_do.consumer_release(read_do);  // dV, the stage's last reader, retired
-      warpgroup_wait<1>();
-      stage_dq(smem, warpgroup, wg_thread, dq);
-      warpgroup_wait<0>();
-      // Every GEMM that read this stage's Q (and its LSE and D) has retired.
-      pipe_q.consumer_release(read_q);
-      ++read_q;
-      ++read_do;
+      store_key_grads(p, walk, warpgroup, coords, dk, dv);
     }
-    store_key_grads(p, walk, warpgroup, coords, dk, dv);
   }
 
   // The step's dQ into the staging buffer, one warpgroup's half at a time (warpgroup 1's first),

@@ -33,6 +33,7 @@
 
 #include "sm90/bwd_convert.cuh"
 #include "sm90/sm90_bwd.hpp"
+#include "sm90/tile_scheduler.hpp"
 #include "sm90/tile_table.hpp"
 #include "sm90/wgmma.hpp"
 
@@ -146,7 +147,9 @@ struct Bwd256Traits {
     alignas(128) float dq[kDqHalfFloats];  // one warpgroup's half, in DqTileOrder
     alignas(16) float lse[kStages][kBlockM];
     alignas(16) float delta[kStages][kBlockM];
-    uint64_t kv_full;  // K and V landed (transaction barrier, phase 0 only)
+    uint64_t kv_full;               // K and V of the CTA's n-th tile with steps landed: phase n % 2
+    uint64_t kv_empty;              // every consumer thread has retired the GEMMs that read them
+    TileRing::SharedStorage tiles;  // the persistent schedule's tile numbers (tile_scheduler.hpp)
     typename PipelineQ::SharedStorage pipeline_q;
     typename PipelineDo::SharedStorage pipeline_do;
   };

@@ -53,15 +53,18 @@ struct BwdWalk {
   int64_t workspace_start;
   WindowMask<int> mask;
 
+  // The walk of this CTA's grid coordinates: (key block, kv head, batch).
   template <int kBlockM, int kBlockN, bool kVarlen = false>
   __device__ static BwdWalk of(const sm80::BwdParams& p) {
-    BwdWalk w{sm80::key_block_of_cta(/*deterministic=*/p.dq_semaphore != nullptr),
-              static_cast<int>(blockIdx.y),
-              static_cast<int>(blockIdx.z),
-              p.kv_group,
-              0,
-              0,
-              0};
+    return at<kBlockM, kBlockN, kVarlen>(
+        p, sm80::key_block_of_cta(/*deterministic=*/p.dq_semaphore != nullptr),
+        static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z));
+  }
+  // The walk of key block n_block of (kv_head, batch), for a schedule of its own (bwd256_kernel's
+  // persistent one).
+  template <int kBlockM, int kBlockN, bool kVarlen = false>
+  __device__ static BwdWalk at(const sm80::BwdParams& p, int n_block, int kv_head, int batch) {
+    BwdWalk w{n_block, kv_head, batch, p.kv_group, 0, 0, 0};
     const int key_begin = w.n_block * kBlockN;
     if constexpr (kVarlen) {
       const detail::FlexSequence seq =
@@ -82,10 +85,9 @@ struct BwdWalk {
     }
     return w;
   }
-  __device__ int head(int step) const { return kv_head * kv_group + step / blocks_per_head; }
-  __device__ int m_block(int step) const { return first_m_block + step % blocks_per_head; }
-  // The same sequence a step at a time: head(step) and m_block(step) cost an integer division a
-  // step, which ncu's stall samples found on the consumers' path (9% of the "wait" stalls).
+  // The walk's (query head, query block) a step at a time: from a step number they cost an integer
+  // division a step, which ncu's stall samples found on the consumers' path (9% of the "wait"
+  // stalls).
   struct Position {
     int head, m_block;
   };

@@ -82,8 +82,8 @@ Status launch_sm90_backward(const BackwardProblem& problem, void* workspace, cud
   const WorkspaceLayout w = workspace_layout(problem, block_m);
   const sm80::BwdParams p =
       backward_kernel_view(problem, workspace, block_m, sm90::bwd_block_n(head_dim));
-  // The dQ accumulators (and deterministic mode's semaphores) start at zero; LSE and D are
-  // written in full by the preprocess.
+  // The dQ accumulators and the tile counter (and deterministic mode's semaphores) start at zero;
+  // LSE and D are written in full by the preprocess.
   char* base = static_cast<char*>(workspace);
   cudaError_t zeroed = cudaMemsetAsync(base + w.dq_accum, 0, w.lse_log2 - w.dq_accum, stream);
   if (zeroed == cudaSuccess && problem.params.deterministic) {

@@ -62,11 +62,13 @@ struct TileCursor {
     return round * clusters + ((round & 1) ? clusters - 1 - cluster : cluster);
   }
   __device__ __forceinline__ int first() const { return fixed_index(0); }
-  __device__ __forceinline__ int next(const FwdArgs& a) {
+  __device__ __forceinline__ int next(const FwdArgs& a) { return next(a.tile_counter); }
+  // tile_counter: the dynamic schedule's counter (zeroed before the launch), or null (fixed).
+  __device__ __forceinline__ int next(int* tile_counter) {
     ++taken;
-    if (a.tile_counter == nullptr) return fixed_index(taken);
+    if (tile_counter == nullptr) return fixed_index(taken);
     int index = 0;
-    if (threadIdx.x % 32 == 0) index = atomicAdd(a.tile_counter, 1) + static_cast<int>(gridDim.x);
+    if (threadIdx.x % 32 == 0) index = atomicAdd(tile_counter, 1) + static_cast<int>(gridDim.x);
     return __shfl_sync(0xffffffffu, index, 0);
   }
 };

@@ -20,6 +20,10 @@
 namespace flashcore {
 namespace {
 
+// The persistent hd256 backward's tile counter: one slot after the dQ accumulators, of
+// detail::kWorkspaceAlign bytes (sm80/bwd_workspace.hpp, a header for nvcc only).
+constexpr size_t kTileCounterBytes = 256;
+
 // Fake, 16-byte aligned device addresses, 64 MiB apart: argument validation never dereferences
 // them.
 BackwardParams valid_params() {
@@ -198,7 +202,7 @@ TEST(BackwardValidation, Sm80BackwardHeadDim256FitsA100NotSm86) {
     // 64-row tile pads to 128 rows where the 32-row one needs 96.
     p.seqlen_q = 96;
     EXPECT_EQ(detail::sm80_backward_workspace_bytes(detail::make_backward_problem(p)),
-              size_t{2} * 8 * 128 * (256 + 2) * 4);
+              size_t{2} * 8 * 128 * (256 + 2) * 4 + kTileCounterBytes);
   }
   if (checked == 0) GTEST_SKIP() << "this build has no hd256 kernel of either dtype";
 }
@@ -241,9 +245,10 @@ TEST(BackwardValidation, WorkspaceGrowsLinearlyInSeqlenQ) {
   const size_t one = detail::sm80_backward_workspace_bytes(detail::make_backward_problem(p));
   p.seqlen_q = 8192;
   const size_t two = detail::sm80_backward_workspace_bytes(detail::make_backward_problem(p));
-  // fp32 dQ plus two floats per row: B * Hq * Sq * (D + 2) * 4 bytes, up to alignment.
-  EXPECT_EQ(one, size_t{2} * 8 * 4096 * (128 + 2) * 4);
-  EXPECT_EQ(two, 2 * one);
+  // fp32 dQ plus two floats per row: B * Hq * Sq * (D + 2) * 4 bytes, up to alignment, and the
+  // tile counter.
+  EXPECT_EQ(one, size_t{2} * 8 * 4096 * (128 + 2) * 4 + kTileCounterBytes);
+  EXPECT_EQ(two - kTileCounterBytes, 2 * (one - kTileCounterBytes));
   p.deterministic = true;  // plus one semaphore per 64-row query block
   EXPECT_GT(detail::sm80_backward_workspace_bytes(detail::make_backward_problem(p)), two);
   // The sm90 backward's rows are padded to its query block (64 at hd128): the same bytes here,
@@ -336,12 +341,12 @@ TEST(BackwardValidation, FlexBackwardSaysWhatItRuns) {
 }
 
 // Varlen workspace rows: every sequence padded to whole 64-row blocks,
-// Hq * round_up(total_q + batch * 64, 64) rows of D + 2 floats.
+// Hq * round_up(total_q + batch * 64, 64) rows of D + 2 floats, and the tile counter.
 TEST(BackwardValidation, VarlenWorkspacePadsEverySequence) {
   const BackwardParams p = varlen_params();
   const size_t rows = size_t{8} * ((300 + 3 * 64 + 63) / 64 * 64);
   EXPECT_EQ(detail::sm80_backward_workspace_bytes(detail::make_backward_problem(p)),
-            rows * (128 + 2) * 4);
+            rows * (128 + 2) * 4 + kTileCounterBytes);
 }
 
 TEST(BackwardCApi, ReportsErrorsWithMessages) {

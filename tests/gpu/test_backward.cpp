@@ -143,6 +143,20 @@ std::vector<BackwardCase> backward_cases_of(Backend backend) {
       BackwardCase long_causal = long_gqa;
       long_causal.shape.causal = true;
       cases.push_back(long_causal);
+      if (d == 256) {
+        // More tiles than an H100 has SMs (65 key blocks x 4 kv heads x 2), so that the persistent
+        // hd256 kernel's CTAs run several tiles each: K, V and the rings reused across tiles.
+        BackwardCase many_tiles = make_case(dtype, d, 127, 4097, 4, 4);
+        many_tiles.shape.causal = true;
+        cases.push_back(many_tiles);
+        // The same in deterministic mode, with a window that leaves all but the last key blocks
+        // without a query (tiles of no steps between those with some).
+        BackwardCase sparse_tiles = make_case(dtype, d, 127, 4097, 4, 2);
+        sparse_tiles.shape.window_left = 50;
+        sparse_tiles.shape.window_right = 20;
+        sparse_tiles.deterministic = true;
+        cases.push_back(sparse_tiles);
+      }
     }
   }
   for (BackwardCase& c : cases) c.backend = backend;
@@ -201,7 +215,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, BackwardA100TileTest, ::testing::ValuesIn(a100_t
                          });
 
 // Three runs of deterministic mode give the same bits, on each backward (head dims 64, 128 and
-// 256), causal and not; 16 key blocks add to each query block (GQA 4:1).
+// 256), causal and not; up to 65 key blocks add to each query block (GQA 4:1), and the hd256
+// kernel's CTAs run several tiles each (260 of them).
 struct DeterministicCase {
   Backend backend;
   int64_t head_dim;
@@ -224,7 +239,7 @@ TEST_P(BackwardDeterministic, BitwiseIdenticalAcrossRuns) {
     }
     for (bool causal : {false, true}) {
       ++checked;
-      BackwardCase c = make_case(dtype, param.head_dim, 2000, 2000, 8, 2);
+      BackwardCase c = make_case(dtype, param.head_dim, 2000, 4097, 8, 2);
       c.shape.causal = causal;
       c.deterministic = true;
       c.backend = param.backend;

@@ -177,6 +177,11 @@ int main(int argc, char** argv) {
       {4, 16, 16, 4096, 256, true, DType::kBFloat16, false, 0.f, flashcore::Backend::kSm80},
       // Softcap at hd256 (the softcap kernel of the sm90 hd256 backward).
       {4, 16, 16, 4096, 256, true, DType::kBFloat16, false, 30.f},
+      // The FA3 grid's longest length, 16k tokens in one sequence: hd128 and hd256.
+      {1, 16, 16, 16384, 128, false, DType::kBFloat16, false},
+      {1, 16, 16, 16384, 128, true, DType::kBFloat16, false},
+      {1, 16, 16, 16384, 256, false, DType::kBFloat16, false},
+      {1, 16, 16, 16384, 256, true, DType::kBFloat16, false},
   };
   bool ok = true;
   const int count = static_cast<int>(sizeof(shapes) / sizeof(shapes[0]));
