@@ -16,8 +16,6 @@
 // Included by sm90_bwd_hd256.cu only.
 #pragma once
 
-#include <algorithm>
-
 #include "sm90/bwd256_mainloop.hpp"
 #include "sm90/bwd256_traits.hpp"
 #include "sm90/bwd_kernel.cuh"
@@ -59,7 +57,7 @@ struct Bwd256Load {
       cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     }
 
-    const Bwd256Schedule<Traits> schedule = Bwd256Schedule<Traits>::of(p);
+    const BwdSchedule<Traits> schedule = BwdSchedule<Traits>::of(p);
     auto write_q = cutlass::make_producer_start_state<typename Traits::PipelineQ>();
     auto write_do = cutlass::make_producer_start_state<typename Traits::PipelineDo>();
     TileCursor<1> cursor;
@@ -134,7 +132,7 @@ __device__ void write_dq256(const sm80::BwdParams& p, typename Traits::SharedSto
   constexpr int kHalfBytes = Traits::kDqHalfFloats * static_cast<int>(sizeof(float));
   const bool issuer = cute::elect_one_sync();
   const bool deterministic = p.dq_semaphore != nullptr;
-  const Bwd256Schedule<Traits> schedule = Bwd256Schedule<Traits>::of(p);
+  const BwdSchedule<Traits> schedule = BwdSchedule<Traits>::of(p);
   for (int taken = 0;; ++taken) {
     const int index = TileRing::take(smem.tiles, taken);
     if (schedule.done(index)) break;
@@ -265,18 +263,8 @@ cudaError_t launch_backward256(const sm80::BwdParams& p, cudaStream_t stream) {
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (configured != cudaSuccess) return configured;
-  // Persistent: one CTA per SM (its shared memory allows no second), or one per tile if fewer.
-  int device = 0;
-  int sm_count = 0;
-  if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
-  if (cudaError_t err = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
-      err != cudaSuccess) {
-    return err;
-  }
-  const int tiles =
-      BwdTileOrder::of(p, Traits::kHeadDim, static_cast<int>(sizeof(Element))).num_tiles();
   detail::LaunchShape shape;
-  shape.grid = dim3(static_cast<unsigned>(std::min(tiles, sm_count)));
+  if (cudaError_t err = persistent_grid<Traits>(p, &shape.grid); err != cudaSuccess) return err;
   shape.threads = Traits::kThreads;
   shape.smem_bytes = Traits::kSmemBytes;
   if (cudaError_t err = detail::launch_kernel(kernel, shape, stream, params); err != cudaSuccess) {

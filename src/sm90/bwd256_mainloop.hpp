@@ -20,9 +20,7 @@
 #include "sm80/bwd_params.hpp"
 #include "sm90/bwd256_traits.hpp"
 #include "sm90/bwd_mainloop.hpp"
-#include "sm90/bwd_tile_order.hpp"
 #include "sm90/named_barriers.hpp"
-#include "sm90/tile_scheduler.hpp"
 #include "sm90/wgmma.hpp"
 
 namespace flashcore::sm90 {
@@ -33,22 +31,6 @@ constexpr int q_stage_offset() {
   constexpr typename Traits::SmemLayoutQ layout{};
   return layout(0, 0, 1);
 }
-
-// The persistent schedule as each role sees it: the tile order and the walk of a tile number.
-template <typename Traits>
-struct Bwd256Schedule {
-  BwdTileOrder order;
-
-  __device__ static Bwd256Schedule of(const sm80::BwdParams& p) {
-    return {
-        BwdTileOrder::of(p, Traits::kHeadDim, static_cast<int>(sizeof(typename Traits::Element)))};
-  }
-  __device__ bool done(int index) const { return index >= order.num_tiles(); }
-  __device__ BwdWalk walk(const sm80::BwdParams& p, int index) const {
-    const BwdTileOrder::Tile tile = order.tile(index);
-    return BwdWalk::at<Traits::kBlockM, Traits::kBlockN>(p, tile.n_block, tile.kv_head, tile.batch);
-  }
-};
 
 template <typename Traits>
 struct Bwd256Mainloop {
@@ -110,7 +92,7 @@ struct Bwd256Mainloop {
 
     Tensor dk = partition_fragment_C(mma_dkv, KeyGradShape{});
     Tensor dv = partition_fragment_C(mma_dkv, KeyGradShape{});
-    const Bwd256Schedule<Traits> schedule = Bwd256Schedule<Traits>::of(p);
+    const BwdSchedule<Traits> schedule = BwdSchedule<Traits>::of(p);
     typename Traits::PipelineQ::PipelineState read_q;
     typename Traits::PipelineDo::PipelineState read_do;
     int kv_loads = 0;  // tiles whose K and V this CTA loaded

@@ -1,12 +1,17 @@
-// The sm90 backward kernel (FlashAttention-3's backward design, written here): one CTA per (key
-// block of 128 keys, kv head, batch), warp specialized:
-//   - producer warp (warpgroup 0, warp 0): TMA loads of K and V once, then per step of the walk
-//     Q and dO tiles and the rows' LSE and D (bulk copies) into a two-stage ring;
+// The sm90 backward kernel (FlashAttention-3's backward design, written here). Persistent: at
+// most one CTA per SM, each running tiles (one key block of 128 keys of one (kv head, batch) pair)
+// in bwd_tile_order.hpp's order, the first wave by CTA index and every later tile from a counter
+// as a CTA frees up (what one CTA per tile left idle between tiles, K/V loads and dK/dV stores,
+// now overlaps the next tile's; cuDNN's backward is persistent too). Warp specialized:
+//   - producer warp (warpgroup 0, warp 0): picks each tile and hands its number to the other roles
+//     (TileRing); per tile TMA loads of K and V once the consumers have retired the last tile's
+//     (kv_empty), then per step of the walk Q and dO tiles and the rows' LSE and D (bulk copies)
+//     into a two-stage ring;
 //   - dQ writer warp (warpgroup 0, warp 1): per step, adds the consumers' fp32 dQ tile to the
 //     workspace's accumulators with one bulk reduction (cp.reduce.async.bulk .add.f32), so the
 //     consumers never wait on global atomics;
 //   - two consumer warpgroups (bwd_mainloop.hpp): the five wgmma GEMMs, P and dS; dK and dV in
-//     registers for the whole walk.
+//     registers for a tile's whole walk, stored while the producer loads the next tile.
 // The preprocess kernel (D, LSE log2) is the sm80 backward's (sm80/bwd_preprocess.cuh, plain CUDA
 // on the same workspace); the dQ convert is this backward's own (bwd_convert.cuh), as the
 // accumulators are in the consumers' staging order.
@@ -15,6 +20,7 @@
 
 #include <cutlass/arch/reg_reconfig.h>
 
+#include <algorithm>
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <type_traits>
 
@@ -49,9 +55,8 @@ struct BwdLoad {
 
   // All 32 lanes of the producer warp: they wait on the ring together, one lane issues copies.
   __device__ static void run(const BwdKernelParams<Traits>& params, SharedStorage& smem,
-                             Pipeline& pipeline, const BwdWalk& walk) {
+                             Pipeline& pipeline) {
     const sm80::BwdParams& p = params.p;
-    if (walk.steps == 0) return;
     const bool issuer = cute::elect_one_sync();
     const int tma_batch = Traits::kVarlen ? 1 : p.batch;  // varlen: the packed tensors
     Tensor mQ =
@@ -68,50 +73,64 @@ struct BwdLoad {
     Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutK{});
     using KvTile = Shape<Int<kBlockN>, Int<kHeadDim>>;
     using QTile = Shape<Int<kBlockM>, Int<kHeadDim>>;
-
     if (issuer) {
       cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
       cute::prefetch_tma_descriptor(params.tma_do.get_tma_descriptor());
-      Tensor gK = local_tile(sequence_rows(mK, walk.kv_head, walk, walk.k_start), KvTile{},
-                             make_coord(walk.n_block, _0{}));
-      Tensor gV = local_tile(sequence_rows(mV, walk.kv_head, walk, walk.k_start), KvTile{},
-                             make_coord(walk.n_block, _0{}));
-      auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
-                                   group_modes<0, 2>(gK));
-      auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
-                                   group_modes<0, 2>(gV));
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.kv_full,
-                                                                     2 * Traits::kKBytes);
-      copy(params.tma_k.with(smem.kv_full, 0), get<0>(k_views), get<1>(k_views));
-      copy(params.tma_v.with(smem.kv_full, 0), get<0>(v_views), get<1>(v_views));
+      cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     }
 
+    const BwdSchedule<Traits> schedule = BwdSchedule<Traits>::of(p);
     typename Pipeline::PipelineState write = cutlass::make_producer_start_state<Pipeline>();
-    BwdWalk::Position at = walk.first();
-    for (int step = 0; step < walk.steps; ++step, walk.advance(at)) {
-      const int head = at.head;
-      const int m_block = at.m_block;
-      pipeline.producer_acquire(write);
+    TileCursor<1> cursor;
+    int kv_loads = 0;  // tiles whose K and V this CTA loaded
+    for (int index = cursor.first();; index = cursor.next(p.tile_counter)) {
+      TileRing::publish(smem.tiles, cursor.taken, index);
+      if (schedule.done(index)) break;
+      const BwdWalk walk = schedule.walk(p, index);
+      if (walk.steps == 0) continue;  // dK = dV = 0: the consumers store them, nothing to load
+      if (kv_loads > 0) cutlass::arch::ClusterBarrier::wait(&smem.kv_empty, (kv_loads - 1) & 1);
       if (issuer) {
-        uint64_t* full = pipeline.producer_get_barrier(write);
-        Tensor gQ = local_tile(sequence_rows(mQ, head, walk, walk.q_start), QTile{},
-                               make_coord(m_block, _0{}));
-        Tensor gdO = local_tile(sequence_rows(mdO, head, walk, walk.q_start), QTile{},
-                                make_coord(m_block, _0{}));
-        auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
-                                     group_modes<0, 2>(gQ));
-        auto do_views = tma_partition(params.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO),
-                                      group_modes<0, 2>(gdO));
-        copy(params.tma_q.with(*full, 0), get<0>(q_views), get<1>(q_views)(_, write.index()));
-        copy(params.tma_do.with(*full, 0), get<0>(do_views), get<1>(do_views)(_, write.index()));
-        // LSE and D rows: the workspace pads them to whole query blocks (16-byte aligned).
-        const int64_t rows = walk.workspace_row<Traits::kVarlen>(p, head) + m_block * kBlockM;
-        cute::SM90_BULK_COPY_G2S::copy(p.lse_log2 + rows, full, smem.lse[write.index()],
-                                       Traits::kRowStatBytes);
-        cute::SM90_BULK_COPY_G2S::copy(p.delta + rows, full, smem.delta[write.index()],
-                                       Traits::kRowStatBytes);
+        Tensor gK = local_tile(sequence_rows(mK, walk.kv_head, walk, walk.k_start), KvTile{},
+                               make_coord(walk.n_block, _0{}));
+        Tensor gV = local_tile(sequence_rows(mV, walk.kv_head, walk, walk.k_start), KvTile{},
+                               make_coord(walk.n_block, _0{}));
+        auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                                     group_modes<0, 2>(gK));
+        auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
+                                     group_modes<0, 2>(gV));
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.kv_full,
+                                                                       2 * Traits::kKBytes);
+        copy(params.tma_k.with(smem.kv_full, 0), get<0>(k_views), get<1>(k_views));
+        copy(params.tma_v.with(smem.kv_full, 0), get<0>(v_views), get<1>(v_views));
       }
-      ++write;
+      ++kv_loads;
+      BwdWalk::Position at = walk.first();
+      for (int step = 0; step < walk.steps; ++step, walk.advance(at)) {
+        const int head = at.head;
+        const int m_block = at.m_block;
+        pipeline.producer_acquire(write);
+        if (issuer) {
+          uint64_t* full = pipeline.producer_get_barrier(write);
+          Tensor gQ = local_tile(sequence_rows(mQ, head, walk, walk.q_start), QTile{},
+                                 make_coord(m_block, _0{}));
+          Tensor gdO = local_tile(sequence_rows(mdO, head, walk, walk.q_start), QTile{},
+                                  make_coord(m_block, _0{}));
+          auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                       group_modes<0, 2>(gQ));
+          auto do_views = tma_partition(params.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO),
+                                        group_modes<0, 2>(gdO));
+          copy(params.tma_q.with(*full, 0), get<0>(q_views), get<1>(q_views)(_, write.index()));
+          copy(params.tma_do.with(*full, 0), get<0>(do_views), get<1>(do_views)(_, write.index()));
+          // LSE and D rows: the workspace pads them to whole query blocks (16-byte aligned).
+          const int64_t rows = walk.workspace_row<Traits::kVarlen>(p, head) + m_block * kBlockM;
+          cute::SM90_BULK_COPY_G2S::copy(p.lse_log2 + rows, full, smem.lse[write.index()],
+                                         Traits::kRowStatBytes);
+          cute::SM90_BULK_COPY_G2S::copy(p.delta + rows, full, smem.delta[write.index()],
+                                         Traits::kRowStatBytes);
+        }
+        ++write;
+      }
     }
     // Keeps the warp alive until the consumers released every stage it filled.
     pipeline.producer_tail(write);
@@ -160,40 +179,45 @@ __device__ __forceinline__ void pass_dq_turn(int* semaphore) {
 // on when complete; the consumers wait only for the staging buffer, so the next step's GEMMs run
 // meanwhile.
 template <typename Traits>
-__device__ void write_dq(const sm80::BwdParams& p, typename Traits::SharedStorage& smem,
-                         const BwdWalk& walk) {
-  if (walk.steps == 0) return;
+__device__ void write_dq(const sm80::BwdParams& p, typename Traits::SharedStorage& smem) {
   constexpr uint32_t kThreads = Traits::kConsumerThreads + cutlass::NumThreadsPerWarp;
   constexpr int kTileBytes = Traits::kBlockM * Traits::kHeadDim * static_cast<int>(sizeof(float));
   const bool issuer = cute::elect_one_sync();
   const bool deterministic = p.dq_semaphore != nullptr;
-  // The staging buffer starts empty; each later release matches one consumer wait, so every
-  // arrival on the barrier is consumed before the CTA exits.
-  cutlass::arch::NamedBarrier::arrive(kThreads, barrier_id(BwdBarrierId::kDqEmpty));
-  BwdWalk::Position at = walk.first();
-  for (int step = 0; step < walk.steps; ++step, walk.advance(at)) {
-    cutlass::arch::NamedBarrier::sync(kThreads, barrier_id(BwdBarrierId::kDqFull));
-    const int m_block = at.m_block;
-    const int64_t head_row = static_cast<int64_t>(walk.batch) * p.heads_q + at.head;
-    int* const semaphore =
-        deterministic ? p.dq_semaphore + head_row * p.num_m_blocks + m_block : nullptr;
-    if (issuer) {
-      const int row0 = m_block * Traits::kBlockM;
-      if (deterministic) {
-        wait_for_dq_turn(semaphore,
-                         sm80::dq_turn<Traits::kBlockM, Traits::kBlockN>(p, row0, walk.n_block));
+  const BwdSchedule<Traits> schedule = BwdSchedule<Traits>::of(p);
+  for (int taken = 0;; ++taken) {
+    const int index = TileRing::take(smem.tiles, taken);
+    if (schedule.done(index)) break;
+    const BwdWalk walk = schedule.walk(p, index);
+    if (walk.steps == 0) continue;
+    // The staging buffer starts each tile empty; each later release matches one consumer wait,
+    // so every arrival on the barrier is consumed before the CTA exits.
+    cutlass::arch::NamedBarrier::arrive(kThreads, barrier_id(BwdBarrierId::kDqEmpty));
+    BwdWalk::Position at = walk.first();
+    for (int step = 0; step < walk.steps; ++step, walk.advance(at)) {
+      cutlass::arch::NamedBarrier::sync(kThreads, barrier_id(BwdBarrierId::kDqFull));
+      const int m_block = at.m_block;
+      const int64_t head_row = static_cast<int64_t>(walk.batch) * p.heads_q + at.head;
+      int* const semaphore =
+          deterministic ? p.dq_semaphore + head_row * p.num_m_blocks + m_block : nullptr;
+      if (issuer) {
+        const int row0 = m_block * Traits::kBlockM;
+        if (deterministic) {
+          wait_for_dq_turn(semaphore,
+                           sm80::dq_turn<Traits::kBlockM, Traits::kBlockN>(p, row0, walk.n_block));
+        }
+        const int64_t tile_row = walk.workspace_row<Traits::kVarlen>(p, at.head) + row0;
+        float* accum = p.dq_accum + tile_row * Traits::kHeadDim;
+        bulk_reduce_add_f32(accum, smem.dq, kTileBytes);
+        cute::tma_store_arrive();   // commit the bulk group
+        cute::tma_store_wait<0>();  // ... and wait until its reads of the staging buffer are done
       }
-      const int64_t tile_row = walk.workspace_row<Traits::kVarlen>(p, at.head) + row0;
-      float* accum = p.dq_accum + tile_row * Traits::kHeadDim;
-      bulk_reduce_add_f32(accum, smem.dq, kTileBytes);
-      cute::tma_store_arrive();   // commit the bulk group
-      cute::tma_store_wait<0>();  // ... and wait until its reads of the staging buffer are done
+      __syncwarp();
+      if (step + 1 < walk.steps) {
+        cutlass::arch::NamedBarrier::arrive(kThreads, barrier_id(BwdBarrierId::kDqEmpty));
+      }
+      if (deterministic && issuer) pass_dq_turn(semaphore);
     }
-    __syncwarp();
-    if (step + 1 < walk.steps) {
-      cutlass::arch::NamedBarrier::arrive(kThreads, barrier_id(BwdBarrierId::kDqEmpty));
-    }
-    if (deterministic && issuer) pass_dq_turn(semaphore);
   }
   // The reductions themselves (not only their reads) complete before the warp exits.
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
@@ -208,14 +232,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   extern __shared__ __align__(1024) char smem_bytes[];
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_bytes);
 
-  if constexpr (Traits::kVarlen) {
-    // The grid covers the longest sequence's keys: CTAs past this one's have nothing to do.
-    const int b = blockIdx.z;
-    if (static_cast<int>(blockIdx.x) * Traits::kBlockN >=
-        params.p.cu_seqlens_k[b + 1] - params.p.cu_seqlens_k[b]) {
-      return;
-    }
-  }
   const int warpgroup = cutlass::canonical_warp_group_idx();
   const bool is_producer = warpgroup == 0;
   const int warp_in_warpgroup = cutlass::canonical_warp_idx_sync() % 4;
@@ -223,24 +239,46 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       smem.pipeline,
       tma_pipeline_params<Pipeline>(is_producer, Traits::kConsumerThreads, Traits::kStageBytes),
       Shape<_1, _1, _1>{});
-  if (threadIdx.x == 0) cutlass::arch::ClusterTransactionBarrier::init(&smem.kv_full, 1);
+  if (threadIdx.x == 0) {
+    cutlass::arch::ClusterTransactionBarrier::init(&smem.kv_full, 1);
+    cutlass::arch::ClusterBarrier::init(&smem.kv_empty, Traits::kConsumerThreads);
+    // The tile numbers' readers: the consumers and the dQ writer warp.
+    TileRing::init(smem.tiles, Traits::kConsumerThreads + cutlass::NumThreadsPerWarp);
+  }
   cutlass::arch::fence_barrier_init();
   __syncthreads();
 
-  const BwdWalk walk = BwdWalk::of<Traits::kBlockM, Traits::kBlockN, Traits::kVarlen>(params.p);
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
     if (warp_in_warpgroup == 0) {
-      BwdLoad<Traits>::run(params, smem, pipeline, walk);
+      BwdLoad<Traits>::run(params, smem, pipeline);
     } else if (warp_in_warpgroup == 1) {
-      write_dq<Traits>(params.p, smem, walk);
+      write_dq<Traits>(params.p, smem);
     }
     return;
   }
   cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
   BwdMainloop<Traits> mainloop;
-  mainloop.run(params, smem, pipeline, walk, threadIdx.x - kWarpgroupThreads);
+  mainloop.run(params, smem, pipeline, threadIdx.x - kWarpgroupThreads);
 #endif
+}
+
+// The persistent grid: one CTA per SM (the shared memory allows no second), or one per tile if
+// there are fewer tiles.
+template <typename Traits>
+cudaError_t persistent_grid(const sm80::BwdParams& p, dim3* grid) {
+  int device = 0;
+  int sm_count = 0;
+  if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+  if (cudaError_t err = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+      err != cudaSuccess) {
+    return err;
+  }
+  const int tiles =
+      BwdTileOrder::of(p, Traits::kHeadDim, static_cast<int>(sizeof(typename Traits::Element)))
+          .num_tiles();
+  *grid = dim3(static_cast<unsigned>(std::min(tiles, sm_count)));
+  return cudaSuccess;
 }
 
 template <typename Traits>
@@ -299,8 +337,7 @@ cudaError_t launch_backward(const sm80::BwdParams& p, cudaStream_t stream) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (configured != cudaSuccess) return configured;
   detail::LaunchShape shape;
-  shape.grid = dim3(static_cast<unsigned>(p.num_n_blocks), static_cast<unsigned>(p.heads_kv),
-                    static_cast<unsigned>(p.batch));
+  if (cudaError_t err = persistent_grid<Traits>(p, &shape.grid); err != cudaSuccess) return err;
   shape.threads = Traits::kThreads;
   shape.smem_bytes = Traits::kSmemBytes;
   if (cudaError_t err = detail::launch_kernel(kernel, shape, stream, params); err != cudaSuccess) {

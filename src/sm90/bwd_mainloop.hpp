@@ -16,8 +16,10 @@
 #include "sm80/bwd_dq_order.hpp"
 #include "sm80/bwd_params.hpp"
 #include "sm90/bwd_convert.cuh"
+#include "sm90/bwd_tile_order.hpp"
 #include "sm90/bwd_traits.hpp"
 #include "sm90/named_barriers.hpp"
+#include "sm90/tile_scheduler.hpp"
 #include "sm90/wgmma.hpp"
 
 namespace flashcore::sm90 {
@@ -29,20 +31,16 @@ struct BwdKernelParams {
   typename Traits::TmaK tma_k, tma_v;
 };
 
-// The query blocks a CTA (one key block of one kv head) walks: for each query head of the kv
+// The query blocks a tile (one key block of one kv head) walks: for each query head of the kv
 // head's group, the blocks that see any of its keys (common/key_block_rows.hpp). Every role of
 // the CTA derives the same sequence from it.
-//
-// Key blocks are numbered in dispatch order (blockIdx.x), except in deterministic mode (the
-// workspace has semaphores), where the last key block is dispatched first, as the order of its dQ
-// adds needs (sm80/bwd_dq_order.hpp).
 //
 // Varlen (kVarlen): batch is the sequence, whose rows start at q_start and k_start of the packed
 // tensors and at workspace_start of the workspace (sm80::workspace_row0), and whose window is
 // mask (p.mask bound to its lengths). Tiles that run past the sequence's last key or query read
 // the next sequence's rows: the mask hides those keys (P = 0, dK and dV not stored), and the
 // workspace gives the query rows past the end LSE +inf (P = 0) and dQ rows of this sequence's
-// padding. A CTA past the sequence's keys has no steps and stores nothing.
+// padding. A tile past the sequence's keys has no steps and stores nothing.
 struct BwdWalk {
   int n_block, kv_head, batch;
   int kv_group;
@@ -53,15 +51,8 @@ struct BwdWalk {
   int64_t workspace_start;
   WindowMask<int> mask;
 
-  // The walk of this CTA's grid coordinates: (key block, kv head, batch).
-  template <int kBlockM, int kBlockN, bool kVarlen = false>
-  __device__ static BwdWalk of(const sm80::BwdParams& p) {
-    return at<kBlockM, kBlockN, kVarlen>(
-        p, sm80::key_block_of_cta(/*deterministic=*/p.dq_semaphore != nullptr),
-        static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z));
-  }
-  // The walk of key block n_block of (kv_head, batch), for a schedule of its own (bwd256_kernel's
-  // persistent one).
+  // The walk of key block n_block of (kv_head, batch); which CTA runs it, and when, is
+  // BwdSchedule's (below).
   template <int kBlockM, int kBlockN, bool kVarlen = false>
   __device__ static BwdWalk at(const sm80::BwdParams& p, int n_block, int kv_head, int batch) {
     BwdWalk w{n_block, kv_head, batch, p.kv_group, 0, 0, 0};
@@ -119,6 +110,25 @@ struct BwdWalk {
   }
 };
 
+// The persistent schedule as each role of a backward CTA sees it (bwd_kernel.cuh,
+// bwd256_kernel.cuh): the tile order (bwd_tile_order.hpp) and the walk of a tile number. The
+// producer warp picks each tile and hands its number to the other roles through a TileRing.
+template <typename Traits>
+struct BwdSchedule {
+  BwdTileOrder order;
+
+  __device__ static BwdSchedule of(const sm80::BwdParams& p) {
+    return {
+        BwdTileOrder::of(p, Traits::kHeadDim, static_cast<int>(sizeof(typename Traits::Element)))};
+  }
+  __device__ bool done(int index) const { return index >= order.num_tiles(); }
+  __device__ BwdWalk walk(const sm80::BwdParams& p, int index) const {
+    const BwdTileOrder::Tile tile = order.tile(index);
+    return BwdWalk::at<Traits::kBlockM, Traits::kBlockN, Traits::kVarlen>(p, tile.n_block,
+                                                                          tile.kv_head, tile.batch);
+  }
+};
+
 template <typename Traits>
 struct BwdMainloop {
   using Element = typename Traits::Element;
@@ -167,9 +177,10 @@ struct BwdMainloop {
     return bits;
   }
 
-  // thread: 0..255 over both consumer warpgroups.
+  // thread: 0..255 over both consumer warpgroups. Runs the tiles the producer hands over until it
+  // names none.
   __device__ void run(const BwdKernelParams<Traits>& params, SharedStorage& smem,
-                      Pipeline& pipeline, const BwdWalk& walk, int thread) {
+                      Pipeline& pipeline, int thread) {
     const sm80::BwdParams& p = params.p;
     const int warpgroup = thread / kWarpgroupThreads;
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
@@ -205,106 +216,119 @@ struct BwdMainloop {
 
     Tensor dk = partition_fragment_C(mma_dkv, KeyGradShape{});
     Tensor dv = partition_fragment_C(mma_dkv, KeyGradShape{});
-    clear(dk);
-    clear(dv);
-
-    if (walk.steps > 0) {
-      cutlass::arch::ClusterTransactionBarrier::wait(&smem.kv_full, 0);
-    }
     const AccumulatorCoords coords = AccumulatorCoords::of(thread);
-    const int key0 = walk.n_block * kBlockN;
-    const int wg_key0 = key0 + warpgroup * kRowsPerWarpgroup;
-    const WindowMask<int>& mask = walk.window<Traits::kVarlen>(p);
+    const BwdSchedule<Traits> schedule = BwdSchedule<Traits>::of(p);
     typename Pipeline::PipelineState read;
-    BwdWalk::Position at = walk.first();
-    for (int step = 0; step < walk.steps; ++step, walk.advance(at)) {
-      const int row0 = at.m_block * kBlockM;
-      const int stage = read.index();
-      const int ds_stage = step % Traits::kDsStages;
-      pipeline.consumer_wait(read);
-      Tensor s = partition_fragment_C(mma_sdp, ScoreShape{});
-      issue_gemm</*kZeroInit=*/true>(mma_sdp, tSrK, tSrQ(_, _, _, stage), s);
-      Tensor dp = partition_fragment_C(mma_sdp, ScoreShape{});
-      issue_gemm</*kZeroInit=*/true>(mma_sdp, tSrV, tSrdO(_, _, _, stage), dp);
-
-      // P^T = exp2(S^T * scale log2 e - LSE log2 e), zero where the mask hides the key (the key
-      // tail included, and varlen's next sequence). Rows past seqlen_q have LSE +inf: P = 0 there
-      // without a test. With softcap the log2-domain score is softcap_out * tanh(S^T *
-      // softcap_in) (tanh.approx, as the sm90 forward computes it, so P is the P its LSE
-      // normalized), and s keeps G = P (1 - tanh^2) instead of P: dS = G (dP - D) is the raw
-      // score's gradient through the cap.
-      const bool masked = !mask.tile_fully_visible(row0, min(row0 + kBlockM, mask.seqlen_q),
-                                                   wg_key0, wg_key0 + kRowsPerWarpgroup);
-      const float* lse = smem.lse[stage];
-      const float* delta = smem.delta[stage];
-      // The S^T accumulator of 16 queries is exactly the m64k16 A operand of dV += P^T dO.
-      Tensor p_elems = make_tensor<Element>(partition_shape_A(mma_dkv, ScoreShape{}));
-      CUTE_STATIC_ASSERT_V(size(p_elems) == size(s));
-      warpgroup_wait<1>();
-      // Two copies of the loop: with the mask test inside, every element became a branch around
-      // its exp2 and the MUFU latencies serialized.
-      if (masked) {
-        probabilities<true>(p, mask, coords, row0, key0, lse, s, p_elems);
-      } else {
-        probabilities<false>(p, mask, coords, row0, key0, lse, s, p_elems);
+    int kv_loads = 0;    // tiles whose K and V this CTA loaded
+    int steps_done = 0;  // over every tile: the dS buffers alternate across tiles too
+    for (int taken = 0;; ++taken) {
+      const int index = TileRing::take(smem.tiles, taken);
+      if (schedule.done(index)) break;
+      const BwdWalk walk = schedule.walk(p, index);
+      clear(dk);
+      clear(dv);
+      if (walk.steps > 0) {
+        cutlass::arch::ClusterTransactionBarrier::wait(&smem.kv_full, kv_loads & 1);
+        ++kv_loads;
       }
-      issue_gemm</*kZeroInit=*/false>(mma_dkv, p_elems, tdVrdOt(_, _, _, stage), dv);
-      warpgroup_wait<1>();
+      const int key0 = walk.n_block * kBlockN;
+      const int wg_key0 = key0 + warpgroup * kRowsPerWarpgroup;
+      const WindowMask<int>& mask = walk.window<Traits::kVarlen>(p);
+      BwdWalk::Position at = walk.first();
+      for (int step = 0; step < walk.steps; ++step, walk.advance(at), ++steps_done) {
+        const int row0 = at.m_block * kBlockM;
+        const int stage = read.index();
+        const int ds_stage = steps_done % Traits::kDsStages;
+        pipeline.consumer_wait(read);
+        Tensor s = partition_fragment_C(mma_sdp, ScoreShape{});
+        issue_gemm</*kZeroInit=*/true>(mma_sdp, tSrK, tSrQ(_, _, _, stage), s);
+        Tensor dp = partition_fragment_C(mma_sdp, ScoreShape{});
+        issue_gemm</*kZeroInit=*/true>(mma_sdp, tSrV, tSrdO(_, _, _, stage), dp);
 
-      // dS^T = G (dP^T - D), D per query.
-      Tensor ds_elems = make_tensor<Element>(partition_shape_A(mma_dkv, ScoreShape{}));
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(dp); ++i) {
-        ds_elems(i) = static_cast<Element>(s(i) * (dp(i) - delta[coords.col(i)]));
-      }
-
-      // dS^T to shared memory for dQ = dS K, which needs both warpgroups' keys. The other buffer
-      // is still read by the other warpgroup's previous dQ GEMM; it finished that before it
-      // arrived here, so one barrier a step orders both.
-      // ds_elems is in the S^T accumulator's register order (the A operand of dK); stmatrix
-      // takes it through the accumulator's layout.
-      Tensor ds_acc_view = make_tensor(ds_elems.data(), dp.layout());
-      cute::copy(ds_copy, thread_ds_copy.retile_S(ds_acc_view), tdSsdS(_, _, _, ds_stage));
-      // dK's place (Traits::kDkBeforeDsBarrier): under the dS barrier, or under the dQ staging.
-      if constexpr (Traits::kDkBeforeDsBarrier) {
-        issue_gemm</*kZeroInit=*/false>(mma_dkv, ds_elems, tdKrQt(_, _, _, stage), dk);
-      }
-      cutlass::arch::fence_view_async_shared();  // generic-proxy stores before wgmma reads them
-      cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads,
-                                        barrier_id(BwdBarrierId::kDsReady));
-      Tensor dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-      issue_gemm</*kZeroInit=*/true>(mma_dq, tdQrdS(_, _, _, ds_stage), tdQrKt, dq);
-      if constexpr (Traits::kDkBeforeDsBarrier) {
-        warpgroup_wait<0>();
-        // Every GEMM that read this stage's Q and dO has retired (dQ reads dS and K only).
-        pipeline.consumer_release(read);
-        ++read;
-      } else {
-        // wgmma batches retire in order: dV and dQ first, dK while this thread stages dQ.
-        issue_gemm</*kZeroInit=*/false>(mma_dkv, ds_elems, tdKrQt(_, _, _, stage), dk);
+        // P^T = exp2(S^T * scale log2 e - LSE log2 e), zero where the mask hides the key (the key
+        // tail included, and varlen's next sequence). Rows past seqlen_q have LSE +inf: P = 0 there
+        // without a test. With softcap the log2-domain score is softcap_out * tanh(S^T *
+        // softcap_in) (tanh.approx, as the sm90 forward computes it, so P is the P its LSE
+        // normalized), and s keeps G = P (1 - tanh^2) instead of P: dS = G (dP - D) is the raw
+        // score's gradient through the cap.
+        const bool masked = !mask.tile_fully_visible(row0, min(row0 + kBlockM, mask.seqlen_q),
+                                                     wg_key0, wg_key0 + kRowsPerWarpgroup);
+        const float* lse = smem.lse[stage];
+        const float* delta = smem.delta[stage];
+        // The S^T accumulator of 16 queries is exactly the m64k16 A operand of dV += P^T dO.
+        Tensor p_elems = make_tensor<Element>(partition_shape_A(mma_dkv, ScoreShape{}));
+        CUTE_STATIC_ASSERT_V(size(p_elems) == size(s));
         warpgroup_wait<1>();
-      }
+        // Two copies of the loop: with the mask test inside, every element became a branch around
+        // its exp2 and the MUFU latencies serialized.
+        if (masked) {
+          probabilities<true>(p, mask, coords, row0, key0, lse, s, p_elems);
+        } else {
+          probabilities<false>(p, mask, coords, row0, key0, lse, s, p_elems);
+        }
+        issue_gemm</*kZeroInit=*/false>(mma_dkv, p_elems, tdVrdOt(_, _, _, stage), dv);
+        warpgroup_wait<1>();
 
-      // dQ to the writer warp's staging buffer, once it has read out the previous step's.
-      constexpr int kDqThreads = Traits::kConsumerThreads + cutlass::NumThreadsPerWarp;
-      cutlass::arch::NamedBarrier::sync(kDqThreads, barrier_id(BwdBarrierId::kDqEmpty));
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(dq); i += 4) {
-        *reinterpret_cast<float4*>(smem.dq + DqTileOrder<Traits>::offset(thread, i / 2)) =
-            make_float4(dq(i), dq(i + 1), dq(i + 2), dq(i + 3));
+        // dS^T = G (dP^T - D), D per query.
+        Tensor ds_elems = make_tensor<Element>(partition_shape_A(mma_dkv, ScoreShape{}));
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(dp); ++i) {
+          ds_elems(i) = static_cast<Element>(s(i) * (dp(i) - delta[coords.col(i)]));
+        }
+
+        // dS^T to shared memory for dQ = dS K, which needs both warpgroups' keys. The other buffer
+        // is still read by the other warpgroup's previous dQ GEMM; it finished that before it
+        // arrived here, so one barrier a step orders both.
+        // ds_elems is in the S^T accumulator's register order (the A operand of dK); stmatrix
+        // takes it through the accumulator's layout.
+        Tensor ds_acc_view = make_tensor(ds_elems.data(), dp.layout());
+        cute::copy(ds_copy, thread_ds_copy.retile_S(ds_acc_view), tdSsdS(_, _, _, ds_stage));
+        // dK's place (Traits::kDkBeforeDsBarrier): under the dS barrier, or under the dQ staging.
+        if constexpr (Traits::kDkBeforeDsBarrier) {
+          issue_gemm</*kZeroInit=*/false>(mma_dkv, ds_elems, tdKrQt(_, _, _, stage), dk);
+        }
+        cutlass::arch::fence_view_async_shared();  // generic-proxy stores before wgmma reads them
+        cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads,
+                                          barrier_id(BwdBarrierId::kDsReady));
+        Tensor dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+        issue_gemm</*kZeroInit=*/true>(mma_dq, tdQrdS(_, _, _, ds_stage), tdQrKt, dq);
+        if constexpr (Traits::kDkBeforeDsBarrier) {
+          warpgroup_wait<0>();
+          // Every GEMM that read this stage's Q and dO has retired (dQ reads dS and K only).
+          pipeline.consumer_release(read);
+          ++read;
+        } else {
+          // wgmma batches retire in order: dV and dQ first, dK while this thread stages dQ.
+          issue_gemm</*kZeroInit=*/false>(mma_dkv, ds_elems, tdKrQt(_, _, _, stage), dk);
+          warpgroup_wait<1>();
+        }
+
+        // dQ to the writer warp's staging buffer, once it has read out the previous step's.
+        constexpr int kDqThreads = Traits::kConsumerThreads + cutlass::NumThreadsPerWarp;
+        cutlass::arch::NamedBarrier::sync(kDqThreads, barrier_id(BwdBarrierId::kDqEmpty));
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(dq); i += 4) {
+          *reinterpret_cast<float4*>(smem.dq + DqTileOrder<Traits>::offset(thread, i / 2)) =
+              make_float4(dq(i), dq(i + 1), dq(i + 2), dq(i + 3));
+        }
+        if constexpr (!Traits::kDkBeforeDsBarrier) {
+          // dK retires first, so that the staging stores have drained when the fence waits for
+          // them (ncu: 23% of the long-scoreboard stalls sat on that fence, behind the stores).
+          warpgroup_wait<0>();
+          // Every GEMM that read this stage's Q and dO has retired.
+          pipeline.consumer_release(read);
+          ++read;
+        }
+        cutlass::arch::fence_view_async_shared();  // the writer's bulk reduction reads it (async)
+        cutlass::arch::NamedBarrier::arrive(kDqThreads, barrier_id(BwdBarrierId::kDqFull));
       }
-      if constexpr (!Traits::kDkBeforeDsBarrier) {
-        // dK retires first, so that the staging stores have drained when the fence waits for
-        // them (ncu: 23% of the long-scoreboard stalls sat on that fence, behind the stores).
-        warpgroup_wait<0>();
-        // Every GEMM that read this stage's Q and dO has retired.
-        pipeline.consumer_release(read);
-        ++read;
+      if (walk.steps > 0) {
+        // Every GEMM that read K and V has retired: the producer may load the next tile's while
+        // this one's dK and dV are stored.
+        cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
       }
-      cutlass::arch::fence_view_async_shared();  // the writer's bulk reduction reads it (async)
-      cutlass::arch::NamedBarrier::arrive(kDqThreads, barrier_id(BwdBarrierId::kDqFull));
+      store_key_grads(p, walk, thread, dk, dv);
     }
-    store_key_grads(p, walk, thread, dk, dv);
   }
 
   // P^T of the S^T accumulator s into p_elems (the element type), and s to G: P^T, or with

@@ -29,6 +29,7 @@
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "sm90/sm90_bwd.hpp"
+#include "sm90/tile_scheduler.hpp"
 #include "sm90/tile_table.hpp"
 
 namespace flashcore::sm90 {
@@ -147,7 +148,9 @@ struct BwdTraits {
     alignas(128) float dq[kBlockM * kHeadDim];  // in DqTileOrder (bwd_convert.cuh)
     alignas(16) float lse[kStages][kBlockM];
     alignas(16) float delta[kStages][kBlockM];
-    uint64_t kv_full;  // K and V landed (transaction barrier, phase 0 only)
+    uint64_t kv_full;               // K and V of the CTA's n-th tile with steps landed: phase n % 2
+    uint64_t kv_empty;              // every consumer thread has retired the GEMMs that read them
+    TileRing::SharedStorage tiles;  // the persistent schedule's tile numbers (tile_scheduler.hpp)
     typename Pipeline::SharedStorage pipeline;
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));

@@ -143,20 +143,19 @@ std::vector<BackwardCase> backward_cases_of(Backend backend) {
       BackwardCase long_causal = long_gqa;
       long_causal.shape.causal = true;
       cases.push_back(long_causal);
-      if (d == 256) {
-        // More tiles than an H100 has SMs (65 key blocks x 4 kv heads x 2), so that the persistent
-        // hd256 kernel's CTAs run several tiles each: K, V and the rings reused across tiles.
-        BackwardCase many_tiles = make_case(dtype, d, 127, 4097, 4, 4);
-        many_tiles.shape.causal = true;
-        cases.push_back(many_tiles);
-        // The same in deterministic mode, with a window that leaves all but the last key blocks
-        // without a query (tiles of no steps between those with some).
-        BackwardCase sparse_tiles = make_case(dtype, d, 127, 4097, 4, 2);
-        sparse_tiles.shape.window_left = 50;
-        sparse_tiles.shape.window_right = 20;
-        sparse_tiles.deterministic = true;
-        cases.push_back(sparse_tiles);
-      }
+      // More tiles than an H100 has SMs (33 or 65 key blocks x 4 kv heads x 2), so that the
+      // persistent sm90 kernels' CTAs run several tiles each: K, V and the rings reused across
+      // tiles.
+      BackwardCase many_tiles = make_case(dtype, d, 127, 4097, 4, 4);
+      many_tiles.shape.causal = true;
+      cases.push_back(many_tiles);
+      // The same in deterministic mode, with a window that leaves all but the last key blocks
+      // without a query (tiles of no steps between those with some).
+      BackwardCase sparse_tiles = make_case(dtype, d, 127, 4097, 4, 2);
+      sparse_tiles.shape.window_left = 50;
+      sparse_tiles.shape.window_right = 20;
+      sparse_tiles.deterministic = true;
+      cases.push_back(sparse_tiles);
     }
   }
   for (BackwardCase& c : cases) c.backend = backend;
@@ -215,8 +214,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, BackwardA100TileTest, ::testing::ValuesIn(a100_t
                          });
 
 // Three runs of deterministic mode give the same bits, on each backward (head dims 64, 128 and
-// 256), causal and not; up to 65 key blocks add to each query block (GQA 4:1), and the hd256
-// kernel's CTAs run several tiles each (260 of them).
+// 256), causal and not; up to 65 key blocks add to each query block (GQA 4:1), and the sm90
+// kernels' CTAs run several tiles each (132 to 260 of them).
 struct DeterministicCase {
   Backend backend;
   int64_t head_dim;
