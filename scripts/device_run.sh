@@ -26,7 +26,8 @@ for step in "$@"; do
   case "$step" in
     tests*)
       filter="${step#tests}"; filter="${filter#=}"
-      timeout "${FLASHCORE_STEP_TIMEOUT:-420}" build/prebuilt/flashcore_gpu_tests --gtest_brief=1 ${filter:+--gtest_filter="$filter"} \
+      # Line-buffered, so that a suite stopped by the time limit still leaves the lines it printed.
+      timeout "${FLASHCORE_STEP_TIMEOUT:-420}" stdbuf -oL build/prebuilt/flashcore_gpu_tests --gtest_brief=1 ${filter:+--gtest_filter="$filter"} \
         > "$out/gpu_tests_$index.log" 2>&1 || status=$?
       grep -E "FAILED|PASSED|SKIPPED|Failure|error" "$out/gpu_tests_$index.log" | tail -40 ;;
     cpu)

@@ -32,6 +32,8 @@ filter+=':*FlexSm80*:*FlexSm90*:*GpuOracleVarlen*'
 filter+=':*BackwardTest*/fp16_b2_sq127_sk7_*:*BackwardTest*/bf16_b2_sq7_sk1000_*'
 filter+=':*BackwardTest*/*causal_bhsd_*:*BackwardTest*/bf16_*softcap2_scaled_*'
 filter+=':*BackwardTest*/fp16_*d64_causal_deterministic_*'
+# The persistent sm90 backwards: more tiles than SMs, most of them without steps.
+filter+=':*BackwardTest*/fp16_b2_sq127_sk4097_hq4_hkv2_*_win50x20_deterministic_sm90'
 # The sm80 flex backward (varlen with empty sequences, a random BlockMask with empty query
 # blocks, ALiBi + softcap + window through the score_mod derivative) and the sm90 varlen backward
 # (kAuto's varlen_plain_fp16 on an sm_90 GPU; hd64 causal softcap with lengths around its 128-row
