@@ -1,16 +1,18 @@
-// The order in which a persistent backward (bwd256_kernel.cuh) takes its tiles, a tile being one
-// key block of one (kv head, batch) pair, numbered 0 .. num_tiles - 1 in the order they start.
+// The order in which the persistent sm90 backwards (bwd_kernel.cuh, bwd256_kernel.cuh) take their
+// tiles, a tile being one key block of one (kv head, batch) pair, numbered 0 .. num_tiles - 1 in
+// the order they start.
 //
 // Why an order of its own: under a causal mask key block n of a head sees about
 // (num_n_blocks - n) query blocks, so key block 0 walks every query block and the last key block
-// one. In the grid order of the non-persistent kernels (key blocks fastest, then heads) the last
-// head's key block 0 starts less than a walk before everything else ends: a tail of about 3% of the
-// kernel at B4 H16 S4096 hd256 (a list-scheduling model of 132 SMs). Here key blocks run slowest
-// across a section of pairs, so each section's heaviest key blocks start first and its lightest
-// fill the gaps at the end (longest-processing-time-first, with the CTAs taking tiles from a
-// counter as they free up). A section is the largest power of two of pairs whose Q, dO and dQ
-// accumulators (what the CTAs of one pair share through L2) take at most kSectionBytes together,
-// so that the CTAs running at once still hit L2 as the grid order's 2 to 4 pairs in flight do.
+// one. In the grid order the kernels had before they were persistent (key blocks fastest, then
+// heads) the last head's key block 0 starts less than a walk before everything else ends: a tail of
+// about 3% of the kernel at B4 H16 S4096 hd256 (a list-scheduling model of 132 SMs). Here key
+// blocks run slowest across a section of pairs, so each section's heaviest key blocks start first
+// and its lightest fill the gaps at the end (longest-processing-time-first, with the CTAs taking
+// tiles from a counter as they free up). A section is the largest power of two of pairs whose Q, dO
+// and dQ accumulators (what the CTAs of one pair share through L2) take at most kSectionBytes
+// together, so that the CTAs running at once still hit L2 as the grid order's 2 to 4 pairs in
+// flight do.
 //
 // Deterministic mode walks each pair's key blocks last first (sm80::key_block_of_cta's reason: at
 // each query block a key block waits for the adds of the key blocks after it). Every key block a
