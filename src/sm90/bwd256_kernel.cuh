@@ -46,8 +46,6 @@ struct Bwd256Load {
         params.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int{kHeadDim}, p.heads_kv, p.batch));
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
     Tensor sdO = make_tensor(make_smem_ptr(smem.d_o.data()), typename Traits::SmemLayoutDo{});
-    Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
-    Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutK{});
     using KvTile = Shape<Int<kBlockN>, Int<kHeadDim>>;
     using QTile = Shape<Int<kBlockM>, Int<kHeadDim>>;
     if (issuer) {
@@ -57,32 +55,19 @@ struct Bwd256Load {
       cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     }
 
-    const BwdSchedule<Traits> schedule = BwdSchedule<Traits>::of(p);
+    const BwdSchedule<Traits> schedule{params};
     auto write_q = cutlass::make_producer_start_state<typename Traits::PipelineQ>();
     auto write_do = cutlass::make_producer_start_state<typename Traits::PipelineDo>();
     TileCursor<1> cursor;
     int kv_loads = 0;  // tiles whose K and V this CTA loaded
-    for (int index = cursor.first();; index = cursor.next(p.tile_counter)) {
-      TileRing::publish(smem.tiles, cursor.taken, index);
-      if (schedule.done(index)) break;
-      const BwdWalk walk = schedule.walk(p, index);
+    BwdWalk walk;
+    for (int index = cursor.first(); schedule.publish(smem, cursor.taken, index, &walk);
+         index = cursor.next(p.tile_counter)) {
       if (walk.steps == 0) continue;  // dK = dV = 0: the consumers store them, nothing to load
-      if (kv_loads > 0) cutlass::arch::ClusterBarrier::wait(&smem.kv_empty, (kv_loads - 1) & 1);
-      if (issuer) {
-        Tensor gK = local_tile(mK(_, _, walk.kv_head, walk.batch), KvTile{},
-                               make_coord(walk.n_block, _0{}));
-        Tensor gV = local_tile(mV(_, _, walk.kv_head, walk.batch), KvTile{},
-                               make_coord(walk.n_block, _0{}));
-        auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
-                                     group_modes<0, 2>(gK));
-        auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
-                                     group_modes<0, 2>(gV));
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.kv_full,
-                                                                       2 * Traits::kKBytes);
-        copy(params.tma_k.with(smem.kv_full, 0), get<0>(k_views), get<1>(k_views));
-        copy(params.tma_v.with(smem.kv_full, 0), get<0>(v_views), get<1>(v_views));
-      }
-      ++kv_loads;
+      load_key_tiles(
+          params, smem, kv_loads++, issuer,
+          local_tile(mK(_, _, walk.kv_head, walk.batch), KvTile{}, make_coord(walk.n_block, _0{})),
+          local_tile(mV(_, _, walk.kv_head, walk.batch), KvTile{}, make_coord(walk.n_block, _0{})));
       BwdWalk::Position at = walk.first();
       for (int step = 0; step < walk.steps; ++step, walk.advance(at)) {
         Tensor gQ =
@@ -126,17 +111,17 @@ struct Bwd256Load {
 // In deterministic mode the step's turn is taken before the first half and passed after the
 // second has completed.
 template <typename Traits>
-__device__ void write_dq256(const sm80::BwdParams& p, typename Traits::SharedStorage& smem) {
+__device__ void write_dq256(const BwdKernelParams<Traits>& params,
+                            typename Traits::SharedStorage& smem) {
   // kDqFull and kDqEmpty: this warp and the staging warpgroup.
   constexpr uint32_t kDqThreads = kWarpgroupThreads + cutlass::NumThreadsPerWarp;
   constexpr int kHalfBytes = Traits::kDqHalfFloats * static_cast<int>(sizeof(float));
+  const sm80::BwdParams& p = params.p;
   const bool issuer = cute::elect_one_sync();
   const bool deterministic = p.dq_semaphore != nullptr;
-  const BwdSchedule<Traits> schedule = BwdSchedule<Traits>::of(p);
-  for (int taken = 0;; ++taken) {
-    const int index = TileRing::take(smem.tiles, taken);
-    if (schedule.done(index)) break;
-    const BwdWalk walk = schedule.walk(p, index);
+  const BwdSchedule<Traits> schedule{params};
+  BwdWalk walk;
+  for (int taken = 0; schedule.take(smem, taken, &walk); ++taken) {
     if (walk.steps == 0) continue;
     // The buffer starts each tile empty, warpgroup 1's turn; each later hand-over matches one
     // wait.
@@ -217,7 +202,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if (warp_in_warpgroup == 0) {
       Bwd256Load<Traits>::run(params, smem, pipe_q, pipe_do);
     } else if (warp_in_warpgroup == 1) {
-      write_dq256<Traits>(params.p, smem);
+      write_dq256<Traits>(params, smem);
     }
     return;
   }
@@ -264,7 +249,7 @@ cudaError_t launch_backward256(const sm80::BwdParams& p, cudaStream_t stream) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (configured != cudaSuccess) return configured;
   detail::LaunchShape shape;
-  if (cudaError_t err = persistent_grid<Traits>(p, &shape.grid); err != cudaSuccess) return err;
+  if (cudaError_t err = persistent_schedule(&params, &shape.grid); err != cudaSuccess) return err;
   shape.threads = Traits::kThreads;
   shape.smem_bytes = Traits::kSmemBytes;
   if (cudaError_t err = detail::launch_kernel(kernel, shape, stream, params); err != cudaSuccess) {

@@ -92,15 +92,13 @@ struct Bwd256Mainloop {
 
     Tensor dk = partition_fragment_C(mma_dkv, KeyGradShape{});
     Tensor dv = partition_fragment_C(mma_dkv, KeyGradShape{});
-    const BwdSchedule<Traits> schedule = BwdSchedule<Traits>::of(p);
+    const BwdSchedule<Traits> schedule{params};
     typename Traits::PipelineQ::PipelineState read_q;
     typename Traits::PipelineDo::PipelineState read_do;
     int kv_loads = 0;  // tiles whose K and V this CTA loaded
     int p_stage = 0;   // the P^T buffer of the next step, alternating across tiles too
-    for (int taken = 0;; ++taken) {
-      const int index = TileRing::take(smem.tiles, taken);
-      if (schedule.done(index)) break;
-      const BwdWalk walk = schedule.walk(p, index);
+    BwdWalk walk;
+    for (int taken = 0; schedule.take(smem, taken, &walk); ++taken) {
       clear(dk);
       clear(dv);
       if (walk.steps > 0) {

@@ -24,6 +24,7 @@
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <type_traits>
 
+#include "common/device_properties.hpp"
 #include "common/launch.hpp"
 #include "common/pruning.hpp"
 #include "sm80/bwd_dq_order.hpp"
@@ -43,6 +44,27 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* gmem, const float* sm
       "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gmem),
       "r"(smem_addr), "r"(bytes)
       : "memory");
+}
+
+// All 32 lanes of the producer warp, for a tile with steps: once the consumers have retired the
+// GEMMs that read the CTA's previous K and V (kv_empty; loaded: the tiles whose K and V the CTA
+// loaded before), one lane loads this tile's (gK, gV: its key rows in global memory), completing
+// kv_full's phase loaded % 2. Both sm90 backwards' producers.
+template <typename Traits, typename SharedStorage, typename GmemTile>
+__device__ void load_key_tiles(const BwdKernelParams<Traits>& params, SharedStorage& smem,
+                               int loaded, bool issuer, const GmemTile& gK, const GmemTile& gV) {
+  if (loaded > 0) cutlass::arch::ClusterBarrier::wait(&smem.kv_empty, (loaded - 1) & 1);
+  if (!issuer) return;
+  Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
+  Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutK{});
+  auto k_views =
+      tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+  auto v_views =
+      tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+  cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.kv_full,
+                                                                 2 * Traits::kKBytes);
+  copy(params.tma_k.with(smem.kv_full, 0), get<0>(k_views), get<1>(k_views));
+  copy(params.tma_v.with(smem.kv_full, 0), get<0>(v_views), get<1>(v_views));
 }
 
 template <typename Traits>
@@ -69,8 +91,6 @@ struct BwdLoad {
         params.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int{kHeadDim}, p.heads_kv, tma_batch));
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
     Tensor sdO = make_tensor(make_smem_ptr(smem.d_o.data()), typename Traits::SmemLayoutQ{});
-    Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
-    Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutK{});
     using KvTile = Shape<Int<kBlockN>, Int<kHeadDim>>;
     using QTile = Shape<Int<kBlockM>, Int<kHeadDim>>;
     if (issuer) {
@@ -80,31 +100,19 @@ struct BwdLoad {
       cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     }
 
-    const BwdSchedule<Traits> schedule = BwdSchedule<Traits>::of(p);
+    const BwdSchedule<Traits> schedule{params};
     typename Pipeline::PipelineState write = cutlass::make_producer_start_state<Pipeline>();
     TileCursor<1> cursor;
     int kv_loads = 0;  // tiles whose K and V this CTA loaded
-    for (int index = cursor.first();; index = cursor.next(p.tile_counter)) {
-      TileRing::publish(smem.tiles, cursor.taken, index);
-      if (schedule.done(index)) break;
-      const BwdWalk walk = schedule.walk(p, index);
+    BwdWalk walk;
+    for (int index = cursor.first(); schedule.publish(smem, cursor.taken, index, &walk);
+         index = cursor.next(p.tile_counter)) {
       if (walk.steps == 0) continue;  // dK = dV = 0: the consumers store them, nothing to load
-      if (kv_loads > 0) cutlass::arch::ClusterBarrier::wait(&smem.kv_empty, (kv_loads - 1) & 1);
-      if (issuer) {
-        Tensor gK = local_tile(sequence_rows(mK, walk.kv_head, walk, walk.k_start), KvTile{},
-                               make_coord(walk.n_block, _0{}));
-        Tensor gV = local_tile(sequence_rows(mV, walk.kv_head, walk, walk.k_start), KvTile{},
-                               make_coord(walk.n_block, _0{}));
-        auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
-                                     group_modes<0, 2>(gK));
-        auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
-                                     group_modes<0, 2>(gV));
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.kv_full,
-                                                                       2 * Traits::kKBytes);
-        copy(params.tma_k.with(smem.kv_full, 0), get<0>(k_views), get<1>(k_views));
-        copy(params.tma_v.with(smem.kv_full, 0), get<0>(v_views), get<1>(v_views));
-      }
-      ++kv_loads;
+      load_key_tiles(params, smem, kv_loads++, issuer,
+                     local_tile(sequence_rows(mK, walk.kv_head, walk, walk.k_start), KvTile{},
+                                make_coord(walk.n_block, _0{})),
+                     local_tile(sequence_rows(mV, walk.kv_head, walk, walk.k_start), KvTile{},
+                                make_coord(walk.n_block, _0{})));
       BwdWalk::Position at = walk.first();
       for (int step = 0; step < walk.steps; ++step, walk.advance(at)) {
         const int head = at.head;
@@ -179,16 +187,16 @@ __device__ __forceinline__ void pass_dq_turn(int* semaphore) {
 // on when complete; the consumers wait only for the staging buffer, so the next step's GEMMs run
 // meanwhile.
 template <typename Traits>
-__device__ void write_dq(const sm80::BwdParams& p, typename Traits::SharedStorage& smem) {
+__device__ void write_dq(const BwdKernelParams<Traits>& params,
+                         typename Traits::SharedStorage& smem) {
   constexpr uint32_t kThreads = Traits::kConsumerThreads + cutlass::NumThreadsPerWarp;
   constexpr int kTileBytes = Traits::kBlockM * Traits::kHeadDim * static_cast<int>(sizeof(float));
+  const sm80::BwdParams& p = params.p;
   const bool issuer = cute::elect_one_sync();
   const bool deterministic = p.dq_semaphore != nullptr;
-  const BwdSchedule<Traits> schedule = BwdSchedule<Traits>::of(p);
-  for (int taken = 0;; ++taken) {
-    const int index = TileRing::take(smem.tiles, taken);
-    if (schedule.done(index)) break;
-    const BwdWalk walk = schedule.walk(p, index);
+  const BwdSchedule<Traits> schedule{params};
+  BwdWalk walk;
+  for (int taken = 0; schedule.take(smem, taken, &walk); ++taken) {
     if (walk.steps == 0) continue;
     // The staging buffer starts each tile empty; each later release matches one consumer wait,
     // so every arrival on the barrier is consumed before the CTA exits.
@@ -253,7 +261,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if (warp_in_warpgroup == 0) {
       BwdLoad<Traits>::run(params, smem, pipeline);
     } else if (warp_in_warpgroup == 1) {
-      write_dq<Traits>(params.p, smem);
+      write_dq<Traits>(params, smem);
     }
     return;
   }
@@ -263,21 +271,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #endif
 }
 
-// The persistent grid: one CTA per SM (the shared memory allows no second), or one per tile if
-// there are fewer tiles.
+// The persistent schedule of a launch: its tile order into params, and the grid, one CTA per SM
+// (the shared memory allows no second) or one per tile if there are fewer tiles.
 template <typename Traits>
-cudaError_t persistent_grid(const sm80::BwdParams& p, dim3* grid) {
-  int device = 0;
-  int sm_count = 0;
-  if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
-  if (cudaError_t err = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
-      err != cudaSuccess) {
-    return err;
-  }
-  const int tiles =
-      BwdTileOrder::of(p, Traits::kHeadDim, static_cast<int>(sizeof(typename Traits::Element)))
-          .num_tiles();
-  *grid = dim3(static_cast<unsigned>(std::min(tiles, sm_count)));
+cudaError_t persistent_schedule(BwdKernelParams<Traits>* params, dim3* grid) {
+  cudaDeviceProp device{};
+  // The launch's problem passed the device checks already; this is the cached query.
+  if (!detail::current_device_properties(&device).ok()) return cudaErrorNoDevice;
+  params->order = BwdTileOrder::of(params->p, Traits::kHeadDim,
+                                   static_cast<int>(sizeof(typename Traits::Element)));
+  *grid =
+      dim3(static_cast<unsigned>(std::min(params->order.num_tiles(), device.multiProcessorCount)));
   return cudaSuccess;
 }
 
@@ -337,7 +341,7 @@ cudaError_t launch_backward(const sm80::BwdParams& p, cudaStream_t stream) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (configured != cudaSuccess) return configured;
   detail::LaunchShape shape;
-  if (cudaError_t err = persistent_grid<Traits>(p, &shape.grid); err != cudaSuccess) return err;
+  if (cudaError_t err = persistent_schedule(&params, &shape.grid); err != cudaSuccess) return err;
   shape.threads = Traits::kThreads;
   shape.smem_bytes = Traits::kSmemBytes;
   if (cudaError_t err = detail::launch_kernel(kernel, shape, stream, params); err != cudaSuccess) {

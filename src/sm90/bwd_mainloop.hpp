@@ -29,6 +29,7 @@ struct BwdKernelParams {
   sm80::BwdParams p;  // the problem and the workspace, as the preprocess and convert kernels see it
   typename Traits::TmaQ tma_q, tma_do;
   typename Traits::TmaK tma_k, tma_v;
+  BwdTileOrder order;  // the persistent schedule's (bwd_tile_order.hpp), computed on the host
 };
 
 // The query blocks a tile (one key block of one kv head) walks: for each query head of the kv
@@ -111,21 +112,31 @@ struct BwdWalk {
 };
 
 // The persistent schedule as each role of a backward CTA sees it (bwd_kernel.cuh,
-// bwd256_kernel.cuh): the tile order (bwd_tile_order.hpp) and the walk of a tile number. The
-// producer warp picks each tile and hands its number to the other roles through a TileRing.
+// bwd256_kernel.cuh): the producer warp picks each tile and hands its number to the other roles
+// through a TileRing; every role derives the tile's walk from the number (params.order).
 template <typename Traits>
 struct BwdSchedule {
-  BwdTileOrder order;
+  using SharedStorage = typename Traits::SharedStorage;
+  const BwdKernelParams<Traits>& params;
 
-  __device__ static BwdSchedule of(const sm80::BwdParams& p) {
-    return {
-        BwdTileOrder::of(p, Traits::kHeadDim, static_cast<int>(sizeof(typename Traits::Element)))};
+  // The producer warp: names index as the CTA's taken-th tile. False past the last tile (the other
+  // roles stop there too), else the tile's walk.
+  __device__ bool publish(SharedStorage& smem, int taken, int index, BwdWalk* walk) const {
+    TileRing::publish(smem.tiles, taken, index);
+    return walk_of(index, walk);
   }
-  __device__ bool done(int index) const { return index >= order.num_tiles(); }
-  __device__ BwdWalk walk(const sm80::BwdParams& p, int index) const {
-    const BwdTileOrder::Tile tile = order.tile(index);
-    return BwdWalk::at<Traits::kBlockM, Traits::kBlockN, Traits::kVarlen>(p, tile.n_block,
-                                                                          tile.kv_head, tile.batch);
+  // A consumer thread or a dQ writer lane: the CTA's taken-th tile, as publish().
+  __device__ bool take(SharedStorage& smem, int taken, BwdWalk* walk) const {
+    return walk_of(TileRing::take(smem.tiles, taken), walk);
+  }
+
+ private:
+  __device__ bool walk_of(int index, BwdWalk* walk) const {
+    if (index >= params.order.num_tiles()) return false;
+    const BwdTileOrder::Tile tile = params.order.tile(index);
+    *walk = BwdWalk::at<Traits::kBlockM, Traits::kBlockN, Traits::kVarlen>(
+        params.p, tile.n_block, tile.kv_head, tile.batch);
+    return true;
   }
 };
 
@@ -217,14 +228,12 @@ struct BwdMainloop {
     Tensor dk = partition_fragment_C(mma_dkv, KeyGradShape{});
     Tensor dv = partition_fragment_C(mma_dkv, KeyGradShape{});
     const AccumulatorCoords coords = AccumulatorCoords::of(thread);
-    const BwdSchedule<Traits> schedule = BwdSchedule<Traits>::of(p);
+    const BwdSchedule<Traits> schedule{params};
     typename Pipeline::PipelineState read;
     int kv_loads = 0;    // tiles whose K and V this CTA loaded
     int steps_done = 0;  // over every tile: the dS buffers alternate across tiles too
-    for (int taken = 0;; ++taken) {
-      const int index = TileRing::take(smem.tiles, taken);
-      if (schedule.done(index)) break;
-      const BwdWalk walk = schedule.walk(p, index);
+    BwdWalk walk;
+    for (int taken = 0; schedule.take(smem, taken, &walk); ++taken) {
       clear(dk);
       clear(dv);
       if (walk.steps > 0) {
