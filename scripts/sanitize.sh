@@ -34,6 +34,10 @@ filter+=':*BackwardTest*/*causal_bhsd_*:*BackwardTest*/bf16_*softcap2_scaled_*'
 filter+=':*BackwardTest*/fp16_*d64_causal_deterministic_*'
 # The persistent sm90 backwards: more tiles than SMs, most of them without steps.
 filter+=':*BackwardTest*/fp16_b2_sq127_sk4097_hq4_hkv2_*_win50x20_deterministic_sm90'
+# ... and their cut tail: pieces of one tile in different CTAs, partial dK and dV sums, the last
+# piece's loads (src/sm90/bwd_tail_split.hpp).
+filter+=':*BackwardTest*/bf16_b2_sq300_sk4097_hq10_hkv5_*_softcap5_sm90'
+filter+=':*BackwardTest*/fp16_b2_sq1531_sk1531_hq4_hkv2_d128_sm90'
 # The sm80 flex backward (varlen with empty sequences, a random BlockMask with empty query
 # blocks, ALiBi + softcap + window through the score_mod derivative) and the sm90 varlen backward
 # (kAuto's varlen_plain_fp16 on an sm_90 GPU; hd64 causal softcap with lengths around its 128-row

@@ -21,14 +21,22 @@ inline size_t align_up(size_t bytes) {
   return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
 }
 
+// What the sm90 backward's cut tiles need (sm90/bwd_tail_split.hpp): slots of slot_floats fp32
+// partial sums and one arrival counter each. None for the sm80 backward.
+struct KeyGradSlots {
+  size_t slots = 0;
+  size_t slot_floats = 0;
+};
+
 // Where the workspace arrays of BwdParams lie, in bytes from its start.
 struct WorkspaceLayout {
   int64_t seqlen_q_rounded;
   int64_t num_m_blocks;
-  size_t dq_accum, tile_counter, lse_log2, delta, semaphore;
+  size_t dq_accum, tile_counter, key_grad_arrivals, key_grad_partials, lse_log2, delta, semaphore;
   size_t total;
 };
-inline WorkspaceLayout workspace_layout(const BackwardProblem& problem, int block_m) {
+inline WorkspaceLayout workspace_layout(const BackwardProblem& problem, int block_m,
+                                        KeyGradSlots key_grads = {}) {
   const BackwardParams& a = problem.params;
   WorkspaceLayout w{};
   size_t rows = 0;
@@ -44,9 +52,12 @@ inline WorkspaceLayout workspace_layout(const BackwardProblem& problem, int bloc
     rows = static_cast<size_t>(a.batch * a.heads_q * w.seqlen_q_rounded);
   }
   w.dq_accum = 0;
-  // Right after the dQ accumulators, so that zeroing them zeroes it too (one memset).
+  // Right after the dQ accumulators, so that zeroing them zeroes these too (one memset).
   w.tile_counter = align_up(rows * static_cast<size_t>(a.head_dim) * sizeof(float));
-  w.lse_log2 = w.tile_counter + align_up(sizeof(int));
+  w.key_grad_arrivals = w.tile_counter + align_up(sizeof(int));
+  w.key_grad_partials = w.key_grad_arrivals + align_up(key_grads.slots * sizeof(int));
+  w.lse_log2 =
+      w.key_grad_partials + align_up(key_grads.slots * key_grads.slot_floats * sizeof(float));
   w.delta = w.lse_log2 + align_up(rows * sizeof(float));
   w.semaphore = w.delta + align_up(rows * sizeof(float));
   // Deterministic mode is dense only (sm80_backward_rejects).
@@ -56,11 +67,12 @@ inline WorkspaceLayout workspace_layout(const BackwardProblem& problem, int bloc
   return w;
 }
 
-// The kernels' view of problem with its workspace: rows padded to block_m, key blocks of block_n.
+// The kernels' view of problem with its workspace: rows padded to block_m, key blocks of block_n;
+// key_grads as the workspace was laid out with (the sm90 backward points its kernel at them).
 inline sm80::BwdParams backward_kernel_view(const BackwardProblem& problem, void* workspace,
-                                            int block_m, int block_n) {
+                                            int block_m, int block_n, KeyGradSlots key_grads = {}) {
   const BackwardParams& a = problem.params;
-  const WorkspaceLayout w = workspace_layout(problem, block_m);
+  const WorkspaceLayout w = workspace_layout(problem, block_m, key_grads);
   char* base = static_cast<char*>(workspace);
   sm80::BwdParams p{};
   p.q = a.q.data;

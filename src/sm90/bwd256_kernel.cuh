@@ -58,11 +58,12 @@ struct Bwd256Load {
     const BwdSchedule<Traits> schedule{params};
     auto write_q = cutlass::make_producer_start_state<typename Traits::PipelineQ>();
     auto write_do = cutlass::make_producer_start_state<typename Traits::PipelineDo>();
-    TileCursor<1> cursor;
-    int kv_loads = 0;  // tiles whose K and V this CTA loaded
+    BwdPieceCursor cursor;
+    int kv_loads = 0;  // pieces whose K and V this CTA loaded
     BwdWalk walk;
-    for (int index = cursor.first(); schedule.publish(smem, cursor.taken, index, &walk);
-         index = cursor.next(p.tile_counter)) {
+    for (int index = cursor.first(params.tail.split);
+         schedule.publish(smem, cursor.published, index, &walk);
+         index = cursor.next(params.tail.split, p.tile_counter)) {
       if (walk.steps == 0) continue;  // dK = dV = 0: the consumers store them, nothing to load
       load_key_tiles(
           params, smem, kv_loads++, issuer,
@@ -214,7 +215,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
 // Preprocess, this kernel, convert (bwd_kernel.cuh's launch_backward with this tile).
 template <typename Element, bool kSoftcap>
-cudaError_t launch_backward256(const sm80::BwdParams& p, cudaStream_t stream) {
+cudaError_t launch_backward256(const sm80::BwdParams& p, const BwdTail& tail, cudaStream_t stream) {
   using Traits = Bwd256Traits<Element, kSoftcap>;
   using CudaElement =
       std::conditional_t<std::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
@@ -249,7 +250,8 @@ cudaError_t launch_backward256(const sm80::BwdParams& p, cudaStream_t stream) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (configured != cudaSuccess) return configured;
   detail::LaunchShape shape;
-  if (cudaError_t err = persistent_schedule(&params, &shape.grid); err != cudaSuccess) return err;
+  if (cudaError_t err = persistent_schedule(&params, tail, &shape.grid); err != cudaSuccess)
+    return err;
   shape.threads = Traits::kThreads;
   shape.smem_bytes = Traits::kSmemBytes;
   if (cudaError_t err = detail::launch_kernel(kernel, shape, stream, params); err != cudaSuccess) {
@@ -259,9 +261,10 @@ cudaError_t launch_backward256(const sm80::BwdParams& p, cudaStream_t stream) {
 }
 
 template <typename Element>
-cudaError_t launch_backward256_softcap(const sm80::BwdParams& p, cudaStream_t stream) {
-  return p.softcapped ? launch_backward256<Element, true>(p, stream)
-                      : launch_backward256<Element, false>(p, stream);
+cudaError_t launch_backward256_softcap(const sm80::BwdParams& p, const BwdTail& tail,
+                                       cudaStream_t stream) {
+  return p.softcapped ? launch_backward256<Element, true>(p, tail, stream)
+                      : launch_backward256<Element, false>(p, tail, stream);
 }
 
 }  // namespace flashcore::sm90

@@ -186,7 +186,11 @@ struct Bwd256Mainloop {
         // this one's dK and dV are stored.
         cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
       }
-      store_key_grads(p, walk, warpgroup, coords, dk, dv);
+      if (gather_key_grads<Traits::kConsumerThreads, 2 * kBlockN * Traits::kHeadDim>(
+              params.tail, walk.slot, walk.pieces, thread,
+              barrier_id(Bwd256BarrierId::kKeyGradsAdded), &smem.last_piece, dk, dv)) {
+        store_key_grads(p, walk, warpgroup, coords, dk, dv);
+      }
     }
   }
 

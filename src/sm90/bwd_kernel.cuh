@@ -102,11 +102,12 @@ struct BwdLoad {
 
     const BwdSchedule<Traits> schedule{params};
     typename Pipeline::PipelineState write = cutlass::make_producer_start_state<Pipeline>();
-    TileCursor<1> cursor;
-    int kv_loads = 0;  // tiles whose K and V this CTA loaded
+    BwdPieceCursor cursor;
+    int kv_loads = 0;  // pieces whose K and V this CTA loaded
     BwdWalk walk;
-    for (int index = cursor.first(); schedule.publish(smem, cursor.taken, index, &walk);
-         index = cursor.next(p.tile_counter)) {
+    for (int index = cursor.first(params.tail.split);
+         schedule.publish(smem, cursor.published, index, &walk);
+         index = cursor.next(params.tail.split, p.tile_counter)) {
       if (walk.steps == 0) continue;  // dK = dV = 0: the consumers store them, nothing to load
       load_key_tiles(params, smem, kv_loads++, issuer,
                      local_tile(sequence_rows(mK, walk.kv_head, walk, walk.k_start), KvTile{},
@@ -274,14 +275,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 // The persistent schedule of a launch: its tile order into params, and the grid, one CTA per SM
 // (the shared memory allows no second) or one per tile if there are fewer tiles.
 template <typename Traits>
-cudaError_t persistent_schedule(BwdKernelParams<Traits>* params, dim3* grid) {
+cudaError_t persistent_schedule(BwdKernelParams<Traits>* params, const BwdTail& tail, dim3* grid) {
   cudaDeviceProp device{};
   // The launch's problem passed the device checks already; this is the cached query.
   if (!detail::current_device_properties(&device).ok()) return cudaErrorNoDevice;
   params->order = BwdTileOrder::of(params->p, Traits::kHeadDim,
                                    static_cast<int>(sizeof(typename Traits::Element)));
-  *grid =
-      dim3(static_cast<unsigned>(std::min(params->order.num_tiles(), device.multiProcessorCount)));
+  // The split was planned from the problem (sm90_bwd.cu) before the workspace was laid out; a plan
+  // of other tiles than the order's would name tiles that do not exist.
+  if (tail.split.num_tiles() != params->order.num_tiles()) return cudaErrorInvalidValue;
+  params->tail = tail;
+  *grid = dim3(static_cast<unsigned>(std::min(tail.split.num_units(), device.multiProcessorCount)));
   return cudaSuccess;
 }
 
@@ -298,7 +302,7 @@ auto bwd_gmem_tensor(const void* data, int seqlen, int heads, int batch, int64_t
 // preprocess, this kernel, convert; the softcap and varlen kernels are instantiations of their
 // own. Element is cutlass::half_t or cutlass::bfloat16_t.
 template <typename Element, int kHeadDim, bool kSoftcap, bool kVarlen>
-cudaError_t launch_backward(const sm80::BwdParams& p, cudaStream_t stream) {
+cudaError_t launch_backward(const sm80::BwdParams& p, const BwdTail& tail, cudaStream_t stream) {
   using Traits = BwdTraits<Element, kHeadDim, kSoftcap, kVarlen>;
   // The preprocess and convert kernels take the CUDA element type and read only its chunking.
   using CudaElement =
@@ -341,7 +345,8 @@ cudaError_t launch_backward(const sm80::BwdParams& p, cudaStream_t stream) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (configured != cudaSuccess) return configured;
   detail::LaunchShape shape;
-  if (cudaError_t err = persistent_schedule(&params, &shape.grid); err != cudaSuccess) return err;
+  if (cudaError_t err = persistent_schedule(&params, tail, &shape.grid); err != cudaSuccess)
+    return err;
   shape.threads = Traits::kThreads;
   shape.smem_bytes = Traits::kSmemBytes;
   if (cudaError_t err = detail::launch_kernel(kernel, shape, stream, params); err != cudaSuccess) {
@@ -351,32 +356,37 @@ cudaError_t launch_backward(const sm80::BwdParams& p, cudaStream_t stream) {
 }
 
 template <typename Element, int kHeadDim, bool kVarlen>
-cudaError_t launch_backward_softcap(const sm80::BwdParams& p, cudaStream_t stream) {
-  return p.softcapped ? launch_backward<Element, kHeadDim, true, kVarlen>(p, stream)
-                      : launch_backward<Element, kHeadDim, false, kVarlen>(p, stream);
+cudaError_t launch_backward_softcap(const sm80::BwdParams& p, const BwdTail& tail,
+                                    cudaStream_t stream) {
+  return p.softcapped ? launch_backward<Element, kHeadDim, true, kVarlen>(p, tail, stream)
+                      : launch_backward<Element, kHeadDim, false, kVarlen>(p, tail, stream);
 }
 
 template <typename Element, int kHeadDim>
-cudaError_t launch_backward_varlen(const sm80::BwdParams& p, cudaStream_t stream) {
-  return p.cu_seqlens_q != nullptr ? launch_backward_softcap<Element, kHeadDim, true>(p, stream)
-                                   : launch_backward_softcap<Element, kHeadDim, false>(p, stream);
+cudaError_t launch_backward_varlen(const sm80::BwdParams& p, const BwdTail& tail,
+                                   cudaStream_t stream) {
+  return p.cu_seqlens_q != nullptr
+             ? launch_backward_softcap<Element, kHeadDim, true>(p, tail, stream)
+             : launch_backward_softcap<Element, kHeadDim, false>(p, tail, stream);
 }
 
 template <int kHeadDim>
-cudaError_t launch_backward_head_dim(const sm80::BwdParams& p, bool bf16, cudaStream_t stream) {
+cudaError_t launch_backward_head_dim(const sm80::BwdParams& p, const BwdTail& tail, bool bf16,
+                                     cudaStream_t stream) {
   if (bf16) {
     if constexpr (detail::kernel_built(DType::kBFloat16, kHeadDim)) {
-      return launch_backward_varlen<cutlass::bfloat16_t, kHeadDim>(p, stream);
+      return launch_backward_varlen<cutlass::bfloat16_t, kHeadDim>(p, tail, stream);
     }
   } else {
     if constexpr (detail::kernel_built(DType::kFloat16, kHeadDim)) {
-      return launch_backward_varlen<cutlass::half_t, kHeadDim>(p, stream);
+      return launch_backward_varlen<cutlass::half_t, kHeadDim>(p, tail, stream);
     }
   }
   return cudaErrorInvalidDeviceFunction;
 }
 
-#define FLASHCORE_SM90_BWD_INSTANTIATE(D) \
-  template cudaError_t launch_backward_head_dim<D>(const sm80::BwdParams&, bool, cudaStream_t);
+#define FLASHCORE_SM90_BWD_INSTANTIATE(D)                                                        \
+  template cudaError_t launch_backward_head_dim<D>(const sm80::BwdParams&, const BwdTail&, bool, \
+                                                   cudaStream_t);
 
 }  // namespace flashcore::sm90

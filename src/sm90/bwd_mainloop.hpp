@@ -16,6 +16,8 @@
 #include "sm80/bwd_dq_order.hpp"
 #include "sm80/bwd_params.hpp"
 #include "sm90/bwd_convert.cuh"
+#include "sm90/bwd_key_grad_fixup.hpp"
+#include "sm90/bwd_tail_split.hpp"
 #include "sm90/bwd_tile_order.hpp"
 #include "sm90/bwd_traits.hpp"
 #include "sm90/named_barriers.hpp"
@@ -29,7 +31,9 @@ struct BwdKernelParams {
   sm80::BwdParams p;  // the problem and the workspace, as the preprocess and convert kernels see it
   typename Traits::TmaQ tma_q, tma_do;
   typename Traits::TmaK tma_k, tma_v;
-  BwdTileOrder order;  // the persistent schedule's (bwd_tile_order.hpp), computed on the host
+  // The persistent schedule (bwd_tile_order.hpp, bwd_tail_split.hpp), computed on the host.
+  BwdTileOrder order;
+  BwdTail tail;
 };
 
 // The query blocks a tile (one key block of one kv head) walks: for each query head of the kv
@@ -47,6 +51,11 @@ struct BwdWalk {
   int kv_group;
   int first_m_block, blocks_per_head;
   int steps;  // 0: no query sees these keys, whose dK and dV are zeros
+  // The piece of the walk this CTA runs (bwd_tail_split.hpp): steps [first_step, first_step +
+  // steps) of the tile's, one of pieces pieces; a cut tile's slot of partial sums.
+  int first_step = 0;
+  int pieces = 1;
+  int slot = 0;
   // Varlen only:
   int q_start, k_start;
   int64_t workspace_start;
@@ -83,7 +92,20 @@ struct BwdWalk {
   struct Position {
     int head, m_block;
   };
-  __device__ Position first() const { return {kv_head * kv_group, first_m_block}; }
+  __device__ Position first() const {
+    if (first_step == 0) return {kv_head * kv_group, first_m_block};
+    const int head_offset = first_step / blocks_per_head;
+    return {kv_head * kv_group + head_offset,
+            first_m_block + (first_step - head_offset * blocks_per_head)};
+  }
+  // Only this piece of the walk (a whole tile's piece keeps every step).
+  __device__ void select(const BwdPiece& piece) {
+    pieces = piece.pieces;
+    slot = piece.slot;
+    if (piece.steps == BwdPiece::kWholeWalk) return;
+    first_step = piece.first_step;
+    steps = piece.steps;
+  }
   __device__ void advance(Position& at) const {
     if (++at.m_block == first_m_block + blocks_per_head) {
       at.m_block = first_m_block;
@@ -112,31 +134,62 @@ struct BwdWalk {
 };
 
 // The persistent schedule as each role of a backward CTA sees it (bwd_kernel.cuh,
-// bwd256_kernel.cuh): the producer warp picks each tile and hands its number to the other roles
-// through a TileRing; every role derives the tile's walk from the number (params.order).
+// bwd256_kernel.cuh): the producer warp takes each unit of work (BwdPieceCursor) and hands its
+// pieces' numbers to the other roles through a TileRing; every role derives the piece's walk from
+// the number (params.tail.split, params.order).
 template <typename Traits>
 struct BwdSchedule {
   using SharedStorage = typename Traits::SharedStorage;
   const BwdKernelParams<Traits>& params;
 
-  // The producer warp: names index as the CTA's taken-th tile. False past the last tile (the other
-  // roles stop there too), else the tile's walk.
+  // The producer warp: names piece number index as the CTA's taken-th piece. False past the last
+  // piece (the other roles stop there too), else the piece's walk.
   __device__ bool publish(SharedStorage& smem, int taken, int index, BwdWalk* walk) const {
     TileRing::publish(smem.tiles, taken, index);
     return walk_of(index, walk);
   }
-  // A consumer thread or a dQ writer lane: the CTA's taken-th tile, as publish().
+  // A consumer thread or a dQ writer lane: the CTA's taken-th piece, as publish().
   __device__ bool take(SharedStorage& smem, int taken, BwdWalk* walk) const {
     return walk_of(TileRing::take(smem.tiles, taken), walk);
   }
 
  private:
   __device__ bool walk_of(int index, BwdWalk* walk) const {
-    if (index >= params.order.num_tiles()) return false;
-    const BwdTileOrder::Tile tile = params.order.tile(index);
+    if (index >= params.tail.split.end_piece()) return false;
+    const BwdPiece piece = params.tail.split.piece(index);
+    const BwdTileOrder::Tile tile = params.order.tile(piece.tile);
     *walk = BwdWalk::at<Traits::kBlockM, Traits::kBlockN, Traits::kVarlen>(
         params.p, tile.n_block, tile.kv_head, tile.batch);
+    walk->select(piece);
     return true;
+  }
+};
+
+// The producer warp's side of the schedule: units of work (whole tiles, then the split tail's
+// ranges), the first wave by CTA index and the rest from the counter as the CTA frees up, each
+// expanded into its pieces in walk order. published counts the pieces named so far.
+struct BwdPieceCursor {
+  TileCursor<1> units;
+  int unit = 0;
+  int piece = 0;   // of the unit
+  int pieces = 0;  // the unit's
+  int published = 0;
+
+  // The first piece's number (or split.end_piece()).
+  __device__ int first(const BwdTailSplit& split) { return start_unit(split, units.first()); }
+  // The next piece's number: the unit's next, or the next unit's first.
+  __device__ int next(const BwdTailSplit& split, int* tile_counter) {
+    ++published;
+    if (++piece < pieces) return split.piece_of_unit(unit, piece);
+    return start_unit(split, units.next(tile_counter));
+  }
+
+ private:
+  __device__ int start_unit(const BwdTailSplit& split, int index) {
+    unit = index;
+    piece = 0;
+    pieces = split.pieces_of_unit(unit);
+    return pieces > 0 ? split.piece_of_unit(unit, 0) : split.end_piece();
   }
 };
 
@@ -336,7 +389,11 @@ struct BwdMainloop {
         // this one's dK and dV are stored.
         cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
       }
-      store_key_grads(p, walk, thread, dk, dv);
+      if (gather_key_grads<Traits::kConsumerThreads, 2 * kBlockN * kHeadDim>(
+              params.tail, walk.slot, walk.pieces, thread, barrier_id(BwdBarrierId::kKeyGradsAdded),
+              &smem.last_piece, dk, dv)) {
+        store_key_grads(p, walk, thread, dk, dv);
+      }
     }
   }
 

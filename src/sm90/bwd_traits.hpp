@@ -151,6 +151,7 @@ struct BwdTraits {
     uint64_t kv_full;               // K and V of the CTA's n-th tile with steps landed: phase n % 2
     uint64_t kv_empty;              // every consumer thread has retired the GEMMs that read them
     TileRing::SharedStorage tiles;  // the persistent schedule's tile numbers (tile_scheduler.hpp)
+    int last_piece;                 // a cut tile's piece arrived last (bwd_key_grad_fixup.hpp)
     typename Pipeline::SharedStorage pipeline;
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));

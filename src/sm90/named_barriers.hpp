@@ -33,7 +33,9 @@ enum class BwdBarrierId : uint32_t {
   // The consumers staged a step's dQ in shared memory / the dQ writer warp has read it out.
   kDqFull = 1,
   kDqEmpty = 2,
-  kEnd = 3,
+  // The consumers: a cut tile's piece has added its partial dK and dV (bwd_key_grad_fixup.hpp).
+  kKeyGradsAdded = 3,
+  kEnd = 4,
 };
 static_assert(static_cast<uint32_t>(BwdBarrierId::kEnd) +
                       cutlass::arch::NamedBarrier::ReservedNamedBarrierCount <=
@@ -57,7 +59,9 @@ enum class Bwd256BarrierId : uint32_t {
   kDqEmpty0 = 4,
   // Both consumer warpgroups: warpgroup 1's dQ stores precede warpgroup 0's into the same buffer.
   kDqHandOver = 6,
-  kEnd = 7,
+  // The consumers: a cut tile's piece has added its partial dK and dV (bwd_key_grad_fixup.hpp).
+  kKeyGradsAdded = 7,
+  kEnd = 8,
 };
 static_assert(static_cast<uint32_t>(Bwd256BarrierId::kEnd) +
                       cutlass::arch::NamedBarrier::ReservedNamedBarrierCount <=

@@ -3,9 +3,12 @@
 // sm80 backward's layout with rows padded to this kernel's query block) and the launches.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "common/device_properties.hpp"
+#include "common/key_block_rows.hpp"
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
 #include "sm80/bwd_workspace.hpp"
@@ -65,8 +68,57 @@ const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDevi
 #endif
 }
 
+namespace {
+
+// How the launch on the current device cuts the schedule's last tiles (sm90/bwd_tail_split.hpp),
+// and the workspace slots its cut tiles need.
+struct TailPlan {
+  sm90::BwdTailSplit split;
+  KeyGradSlots slots;
+};
+
+TailPlan tail_plan(const BackwardProblem& problem) {
+  const BackwardParams& a = problem.params;
+  const int head_dim = static_cast<int>(a.head_dim);
+  const int block_m = sm90::bwd_block_m(head_dim);
+  const int block_n = sm90::bwd_block_n(head_dim);
+  const int64_t num_m_blocks = (a.seqlen_q + block_m - 1) / block_m;
+  // The tile order's count (sm80::BwdParams, backward_kernel_view): a varlen batch's key blocks
+  // cover its longest sequence, for each of its sequences.
+  const int64_t key_rows = problem.is_varlen() ? a.max_seqlen_k : a.seqlen_k;
+  const int64_t num_n_blocks = (key_rows + block_n - 1) / block_n;
+  const int64_t tiles = a.heads_kv * a.batch * num_n_blocks;
+  const int64_t walk = num_m_blocks * problem.group();
+  int64_t tile_steps = 0;  // unless every tile walks the same steps
+  // Deterministic mode runs each tile's walk in one CTA, and varlen tiles differ.
+  if (!problem.is_varlen() && !a.deterministic && num_n_blocks > 0 && tiles <= INT32_MAX &&
+      walk <= INT32_MAX) {
+    // The rows seeing a key block move right with it (common/key_block_rows.hpp): if the first
+    // key block is seen by the last row and the last key block by the first row, every key block
+    // is seen by every row.
+    const int seqlen_q = static_cast<int>(a.seqlen_q);
+    const int seqlen_k = static_cast<int>(a.seqlen_k);
+    const WindowMask<int> mask{seqlen_q, seqlen_k, clamp_window(problem.mask.left, a.seqlen_k),
+                               clamp_window(problem.mask.right, a.seqlen_q)};
+    const int last_block = static_cast<int>((num_n_blocks - 1) * block_n);
+    if (rows_seeing_keys(mask, 0, std::min(block_n, seqlen_k)).end == seqlen_q &&
+        rows_seeing_keys(mask, last_block, seqlen_k).begin == 0) {
+      tile_steps = walk;
+    }
+  }
+  cudaDeviceProp device{};
+  const int ctas =
+      current_device_properties(&device).ok() ? device.multiProcessorCount : 1;  // 1: no cut
+  const sm90::BwdTailSplit split = sm90::BwdTailSplit::of(
+      static_cast<int>(std::min<int64_t>(tiles, INT32_MAX)), static_cast<int>(tile_steps), ctas);
+  return {split, {static_cast<size_t>(split.slots()), static_cast<size_t>(2 * block_n) * head_dim}};
+}
+
+}  // namespace
+
 size_t sm90_backward_workspace_bytes(const BackwardProblem& problem) {
-  return workspace_layout(problem, sm90::bwd_block_m(static_cast<int>(problem.params.head_dim)))
+  return workspace_layout(problem, sm90::bwd_block_m(static_cast<int>(problem.params.head_dim)),
+                          tail_plan(problem).slots)
       .total;
 }
 
@@ -79,12 +131,17 @@ Status launch_sm90_backward(const BackwardProblem& problem, void* workspace, cud
 #else
   const int head_dim = static_cast<int>(problem.params.head_dim);
   const int block_m = sm90::bwd_block_m(head_dim);
-  const WorkspaceLayout w = workspace_layout(problem, block_m);
+  const TailPlan plan = tail_plan(problem);
+  const WorkspaceLayout w = workspace_layout(problem, block_m, plan.slots);
   const sm80::BwdParams p =
-      backward_kernel_view(problem, workspace, block_m, sm90::bwd_block_n(head_dim));
-  // The dQ accumulators and the tile counter (and deterministic mode's semaphores) start at zero;
-  // LSE and D are written in full by the preprocess.
+      backward_kernel_view(problem, workspace, block_m, sm90::bwd_block_n(head_dim), plan.slots);
   char* base = static_cast<char*>(workspace);
+  const bool cut = plan.split.slots() > 0;
+  const sm90::BwdTail tail{plan.split,
+                           cut ? reinterpret_cast<float*>(base + w.key_grad_partials) : nullptr,
+                           cut ? reinterpret_cast<int*>(base + w.key_grad_arrivals) : nullptr};
+  // The dQ accumulators, the tile counter and the cut tiles' sums and counters (and deterministic
+  // mode's semaphores) start at zero; LSE and D are written in full by the preprocess.
   cudaError_t zeroed = cudaMemsetAsync(base + w.dq_accum, 0, w.lse_log2 - w.dq_accum, stream);
   if (zeroed == cudaSuccess && problem.params.deterministic) {
     zeroed = cudaMemsetAsync(base + w.semaphore, 0, w.total - w.semaphore, stream);
@@ -97,11 +154,13 @@ Status launch_sm90_backward(const BackwardProblem& problem, void* workspace, cud
   const bool bf16 = problem.params.q.dtype == DType::kBFloat16;
   cudaError_t err = cudaErrorInvalidDeviceFunction;
   if (head_dim == 64) {
-    if constexpr (head_dim_built(64)) err = sm90::launch_backward_head_dim<64>(p, bf16, stream);
+    if constexpr (head_dim_built(64))
+      err = sm90::launch_backward_head_dim<64>(p, tail, bf16, stream);
   } else if (head_dim == 128) {
-    if constexpr (head_dim_built(128)) err = sm90::launch_backward_head_dim<128>(p, bf16, stream);
+    if constexpr (head_dim_built(128))
+      err = sm90::launch_backward_head_dim<128>(p, tail, bf16, stream);
   } else if (head_dim == 256) {
-    if constexpr (head_dim_built(256)) err = sm90::launch_backward_hd256(p, bf16, stream);
+    if constexpr (head_dim_built(256)) err = sm90::launch_backward_hd256(p, tail, bf16, stream);
   }
   return launch_status(err, "sm90 backward");
 #endif

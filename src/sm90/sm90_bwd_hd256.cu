@@ -5,14 +5,15 @@
 
 namespace flashcore::sm90 {
 
-cudaError_t launch_backward_hd256(const sm80::BwdParams& p, bool bf16, cudaStream_t stream) {
+cudaError_t launch_backward_hd256(const sm80::BwdParams& p, const BwdTail& tail, bool bf16,
+                                  cudaStream_t stream) {
   if (bf16) {
     if constexpr (detail::kernel_built(DType::kBFloat16, 256)) {
-      return launch_backward256_softcap<cutlass::bfloat16_t>(p, stream);
+      return launch_backward256_softcap<cutlass::bfloat16_t>(p, tail, stream);
     }
   } else {
     if constexpr (detail::kernel_built(DType::kFloat16, 256)) {
-      return launch_backward256_softcap<cutlass::half_t>(p, stream);
+      return launch_backward256_softcap<cutlass::half_t>(p, tail, stream);
     }
   }
   return cudaErrorInvalidDeviceFunction;

@@ -156,6 +156,14 @@ std::vector<BackwardCase> backward_cases_of(Backend backend) {
       sparse_tiles.shape.window_right = 20;
       sparse_tiles.deterministic = true;
       cases.push_back(sparse_tiles);
+      // Not causal, tiles of equal walks (a multiple of no SM count's waves: 330 or 650): the
+      // sm90 kernels cut the last wave and a half into ranges of equal length
+      // (src/sm90/bwd_tail_split.hpp), so whole tiles, tiles cut in two and their partial dK and
+      // dV sums meet in one run; softcapped, the kernel of its own. long_gqa above cuts every one
+      // of its 48 tiles (or 96 at hd256) into three or more pieces.
+      BackwardCase tail_split = make_case(dtype, d, 300, 4097, 10, 5);
+      tail_split.shape.softcap = 5.f;
+      cases.push_back(tail_split);
     }
   }
   for (BackwardCase& c : cases) c.backend = backend;
