@@ -105,6 +105,34 @@ def test_bhsd_views_and_deterministic_mode_are_bitwise_repeatable():
         assert torch.equal(first, second), "deterministic mode gave different gradients"
 
 
+def test_strided_gradient_is_read_in_place():
+    """dO as a model that works in BHSD hands it in (the BSHD output transposed back, a strided
+    view): the kernels read it where it is, and the gradients are those of a contiguous copy of it,
+    bitwise in deterministic mode. Views the kernels cannot read (rows off 16 bytes) are copied."""
+    from flashcore import _ops
+
+    gen = torch.Generator(device="cuda").manual_seed(RUN_SEED)
+    q, k, v = (
+        torch.randn(2, 600, 8, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+        for _ in range(3)
+    )
+    d_o_bhsd = torch.randn(2, 8, 600, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    strided = d_o_bhsd.transpose(1, 2)
+    assert _ops._rows_readable(strided)
+    grads = []
+    for d_o in (strided, strided.contiguous()):
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        flashcore.attention(*leaves, deterministic=True).backward(d_o)
+        grads.append([t.grad for t in leaves])
+    for name, first, second in zip("qkv", *grads):
+        assert torch.equal(first, second), f"d{name} differs between a strided and a contiguous dO"
+    wide = torch.randn(2, 600, 8, 129, device="cuda", dtype=torch.bfloat16, generator=gen)
+    assert not _ops._rows_readable(wide[..., 1:]), "rows of 129 elements are not 16-byte rows"
+    flat = torch.randn(2 * 600 * 8 * 128 + 1, device="cuda", dtype=torch.bfloat16, generator=gen)
+    assert not _ops._rows_readable(flat[1:].view(2, 600, 8, 128)), "a start 2 bytes off 16"
+    assert _ops._rows_readable(flat[:-1].view(2, 600, 8, 128))
+
+
 def test_opcheck_with_gradients():
     gen = torch.Generator(device="cuda").manual_seed(RUN_SEED)
     q, k, v = (
