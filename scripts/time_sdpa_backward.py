@@ -30,6 +30,7 @@ SHAPES = [  # batch, heads, seqlen, head_dim, causal, dtype
     (1, 16, 16384, 128, True, torch.bfloat16),
     (1, 16, 16384, 256, False, torch.bfloat16),
     (1, 16, 16384, 256, True, torch.bfloat16),
+    (1, 4, 2048, 128, False, torch.bfloat16),
 ]
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION}
 

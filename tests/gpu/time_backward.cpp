@@ -19,6 +19,7 @@
 #include "flashcore/attention.hpp"
 #include "flashcore/backward.hpp"
 #include "sm80/sm80_bwd.hpp"
+#include "sm90/sm90_bwd.hpp"
 
 namespace {
 
@@ -182,6 +183,9 @@ int main(int argc, char** argv) {
       {1, 16, 16, 16384, 128, true, DType::kBFloat16, false},
       {1, 16, 16, 16384, 256, false, DType::kBFloat16, false},
       {1, 16, 16, 16384, 256, true, DType::kBFloat16, false},
+      // Fewer tiles than an H100 has SMs (16 key blocks x 4 heads = 64): the sm90 backward's tail
+      // split (src/sm90/bwd_tail_split.hpp) runs them as ranges of half a tile on 128 SMs.
+      {1, 4, 4, 2048, 128, false, DType::kBFloat16, false},
   };
   bool ok = true;
   const int count = static_cast<int>(sizeof(shapes) / sizeof(shapes[0]));
@@ -197,7 +201,9 @@ int main(int argc, char** argv) {
     return ok ? 0 : 1;
   }
   for (const Shape& shape : shapes) ok = time_shape(shape) && ok;
-  // The workspace (the backward's extra memory besides its gradients) at B2 H16 D128, two lengths.
+  // The workspace (the backward's extra memory besides its gradients) at B2 H16 D128, two lengths:
+  // the sm90 backward's on this GPU, not causal (with the tail split's slots) and causal, and the
+  // sm80 backward's.
   for (int64_t S : {8192, 16384}) {
     flashcore::BackwardParams b;
     b.batch = 2;
@@ -205,10 +211,15 @@ int main(int argc, char** argv) {
     b.heads_q = b.heads_kv = 16;
     b.head_dim = 128;
     b.q.dtype = DType::kBFloat16;
-    const size_t bytes = flashcore::detail::sm80_backward_workspace_bytes(
-        flashcore::detail::make_backward_problem(b));
-    std::printf("workspace B2 H16 S%lld D128: %.1f MiB\n", static_cast<long long>(S),
-                bytes / 1048576.0);
+    const auto problem = flashcore::detail::make_backward_problem(b);
+    b.causal = true;
+    const auto causal = flashcore::detail::make_backward_problem(b);
+    constexpr double kMiB = 1048576.0;
+    std::printf("workspace B2 H16 S%lld D128: sm90 %.1f MiB (causal %.1f MiB), sm80 %.1f MiB\n",
+                static_cast<long long>(S),
+                flashcore::detail::sm90_backward_workspace_bytes(problem) / kMiB,
+                flashcore::detail::sm90_backward_workspace_bytes(causal) / kMiB,
+                flashcore::detail::sm80_backward_workspace_bytes(problem) / kMiB);
   }
   return ok ? 0 : 1;
 }
