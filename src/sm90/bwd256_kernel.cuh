@@ -2,8 +2,8 @@
 // bwd256_mainloop.hpp). Persistent: at most one CTA per SM, each running tiles (one key block of
 // 64 keys of one (kv head, batch) pair) in bwd_tile_order.hpp's order, the first wave by CTA index
 // and every later tile from a counter as a CTA frees up. Warp specialized as the hd64/hd128 kernel
-// (bwd_kernel.cuh), whose walk, preprocess, convert, deterministic turn and bulk reduction it
-// reuses:
+// (bwd_kernel.cuh), whose walk, cut tail, preprocess, convert, deterministic turn and bulk
+// reduction it reuses:
 //   - producer warp: picks each tile and hands its number to the other roles (TileRing); per tile
 //     K and V, once the consumers have retired the last tile's (kv_empty), then per step Q with
 //     the rows' LSE and D into a two-stage ring and dO into a one-stage buffer (the consumers

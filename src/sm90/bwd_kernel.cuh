@@ -2,11 +2,13 @@
 // most one CTA per SM, each running tiles (one key block of 128 keys of one (kv head, batch) pair)
 // in bwd_tile_order.hpp's order, the first wave by CTA index and every later tile from a counter
 // as a CTA frees up (what one CTA per tile left idle between tiles, K/V loads and dK/dV stores,
-// now overlaps the next tile's; cuDNN's backward is persistent too). Warp specialized:
-//   - producer warp (warpgroup 0, warp 0): picks each tile and hands its number to the other roles
-//     (TileRing); per tile TMA loads of K and V once the consumers have retired the last tile's
-//     (kv_empty), then per step of the walk Q and dO tiles and the rows' LSE and D (bulk copies)
-//     into a two-stage ring;
+// now overlaps the next tile's; cuDNN's backward is persistent too). Where every tile walks the
+// same steps, the last wave and a half of tiles run as equal ranges of steps (bwd_tail_split.hpp),
+// whose cut tiles' dK and dV meet in the workspace (bwd_key_grad_fixup.hpp). Warp specialized:
+//   - producer warp (warpgroup 0, warp 0): picks each tile (or piece of one) and hands its
+//     number to the other roles (TileRing); per piece TMA loads of K and V once the consumers have
+//     retired the last tile's (kv_empty), then per step of the walk Q and dO tiles and the rows'
+//     LSE and D (bulk copies) into a two-stage ring;
 //   - dQ writer warp (warpgroup 0, warp 1): per step, adds the consumers' fp32 dQ tile to the
 //     workspace's accumulators with one bulk reduction (cp.reduce.async.bulk .add.f32), so the
 //     consumers never wait on global atomics;
