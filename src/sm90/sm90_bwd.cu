@@ -68,16 +68,7 @@ const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDevi
 #endif
 }
 
-namespace {
-
-// How the launch on the current device cuts the schedule's last tiles (sm90/bwd_tail_split.hpp),
-// and the workspace slots its cut tiles need.
-struct TailPlan {
-  sm90::BwdTailSplit split;
-  KeyGradSlots slots;
-};
-
-TailPlan tail_plan(const BackwardProblem& problem) {
+sm90::BwdTailSplit sm90_backward_tail_split(const BackwardProblem& problem, int ctas) {
   const BackwardParams& a = problem.params;
   const int head_dim = static_cast<int>(a.head_dim);
   const int block_m = sm90::bwd_block_m(head_dim);
@@ -106,12 +97,28 @@ TailPlan tail_plan(const BackwardProblem& problem) {
       tile_steps = walk;
     }
   }
+  return sm90::BwdTailSplit::of(static_cast<int>(std::min<int64_t>(tiles, INT32_MAX)),
+                                static_cast<int>(tile_steps), ctas);
+}
+
+namespace {
+
+// How the launch on the current device cuts the schedule's last tiles, and the workspace slots
+// its cut tiles need.
+struct TailPlan {
+  sm90::BwdTailSplit split;
+  KeyGradSlots slots;
+};
+
+TailPlan tail_plan(const BackwardProblem& problem) {
   cudaDeviceProp device{};
   const int ctas =
       current_device_properties(&device).ok() ? device.multiProcessorCount : 1;  // 1: no cut
-  const sm90::BwdTailSplit split = sm90::BwdTailSplit::of(
-      static_cast<int>(std::min<int64_t>(tiles, INT32_MAX)), static_cast<int>(tile_steps), ctas);
-  return {split, {static_cast<size_t>(split.slots()), static_cast<size_t>(2 * block_n) * head_dim}};
+  const sm90::BwdTailSplit split = sm90_backward_tail_split(problem, ctas);
+  const int head_dim = static_cast<int>(problem.params.head_dim);
+  return {split,
+          {static_cast<size_t>(split.slots()),
+           static_cast<size_t>(2 * sm90::bwd_block_n(head_dim)) * head_dim}};
 }
 
 }  // namespace

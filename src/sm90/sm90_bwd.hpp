@@ -38,6 +38,9 @@ namespace flashcore::detail {
 // backward then runs it).
 const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDeviceProp& device);
 size_t sm90_backward_workspace_bytes(const BackwardProblem& problem);
+// How a launch on ctas CTAs cuts the schedule's last tiles (sm90/bwd_tail_split.hpp); its tiles
+// are the tile order's, which the launch checks.
+sm90::BwdTailSplit sm90_backward_tail_split(const BackwardProblem& problem, int ctas);
 Status launch_sm90_backward(const BackwardProblem& problem, void* workspace, cudaStream_t stream);
 
 }  // namespace flashcore::detail

@@ -8,7 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "common/backward_problem.hpp"
+#include "flashcore/backward.hpp"
+#include "sm80/bwd_workspace.hpp"
 #include "sm90/bwd_tail_split.hpp"
+#include "sm90/bwd_tile_order.hpp"
+#include "sm90/sm90_bwd.hpp"
 
 namespace flashcore {
 namespace {
@@ -137,6 +142,60 @@ TEST(BwdTailSplit, LeavesWholeWhatWouldNotPay) {
     EXPECT_EQ(piece.steps, BwdPiece::kWholeWalk);
   }
   EXPECT_EQ(split.pieces_of_unit(split.num_units()), 0);
+}
+
+// The host's plan (sm90_bwd.cu) counts the tiles the kernel's tile order walks, for dense and
+// varlen problems alike (a plan from a varlen batch's packed length named tiles past the order's
+// and faulted on the H100), and cuts only problems of equal walks.
+TEST(BwdTailSplit, HostPlanCountsTheTileOrdersTiles) {
+  struct Case {
+    const char* name;
+    int64_t batch, seqlen, heads_q, heads_kv, head_dim;
+    bool causal, deterministic, varlen;
+    bool cut;  // on 132 CTAs
+  };
+  const Case cases[] = {
+      {"hd128 B4 H16 S4096", 4, 4096, 16, 16, 128, false, false, false, true},
+      {"hd128 B4 H16 S4096 causal", 4, 4096, 16, 16, 128, true, false, false, false},
+      {"hd128 deterministic", 4, 4096, 16, 16, 128, false, true, false, false},
+      {"hd64 B2 H32 S8192", 2, 8192, 32, 32, 64, false, false, false, true},
+      {"hd256 GQA", 2, 4097, 10, 5, 256, false, false, false, true},
+      {"hd128 B1 H4 S4224: 132 tiles, one whole wave", 1, 4224, 4, 4, 128, false, false, false,
+       false},
+      {"varlen hd128", 3, 1000, 8, 2, 128, false, false, true, false},
+      {"varlen hd64 causal", 5, 4097, 4, 4, 64, true, false, true, false},
+  };
+  // Varlen: lengths 600, 7000, 100 (and more sequences of 1 for the larger batch): the packed
+  // total is far above the longest sequence, whose key blocks the order counts.
+  const int32_t cu_seqlens[] = {0, 600, 7600, 7700, 7701, 7702};
+  char workspace[1];  // the kernel view only offsets the pointer
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    BackwardParams b;
+    b.batch = c.batch;
+    b.heads_q = c.heads_q;
+    b.heads_kv = c.heads_kv;
+    b.head_dim = c.head_dim;
+    b.q.dtype = DType::kBFloat16;
+    b.causal = c.causal;
+    b.deterministic = c.deterministic;
+    b.seqlen_q = b.seqlen_k = c.seqlen;
+    if (c.varlen) {
+      b.cu_seqlens_q = b.cu_seqlens_k = cu_seqlens;
+      b.seqlen_q = b.seqlen_k = cu_seqlens[c.batch];
+      b.max_seqlen_q = b.max_seqlen_k = 7000;
+    }
+    const detail::BackwardProblem problem = detail::make_backward_problem(b);
+    const int head_dim = static_cast<int>(c.head_dim);
+    const sm80::BwdParams view = detail::backward_kernel_view(
+        problem, workspace, sm90::bwd_block_m(head_dim), sm90::bwd_block_n(head_dim));
+    const sm90::BwdTileOrder order = sm90::BwdTileOrder::of(view, head_dim, 2);
+    for (int ctas : {1, 114, 132}) {
+      const BwdTailSplit split = detail::sm90_backward_tail_split(problem, ctas);
+      EXPECT_EQ(split.num_tiles(), order.num_tiles()) << ctas << " CTAs";
+    }
+    EXPECT_EQ(detail::sm90_backward_tail_split(problem, 132).slots() > 0, c.cut);
+  }
 }
 
 }  // namespace
