@@ -9,8 +9,12 @@
 //    nothing is visible (no loads, no math), full (no mask code), or partial (mask_mod per
 //    element, where the mask's block_visibility does not clear the warp's own tile).
 //  - P is recomputed with the forward's score_mod, and dS takes its derivative.
-// A separate kernel, so that the dense one (bwd_kernel.cuh) compiles exactly as before. Not with
-// deterministic mode (sm80_bwd.cu refuses it).
+//  - Deterministic mode (a runtime choice here: it adds a count and a wait to each step, not to
+//    the math) keeps the dense kernel's order, the key blocks adding to a query block from the
+//    highest down (bwd_dq_order.hpp), but a flex mask need not make the key blocks that see a query
+//    block a contiguous range, so each step counts the CTAs ahead of it by the walk's own test.
+//    Not with a BlockMask (sm80_bwd.cu refuses it).
+// A separate kernel, so that the dense one (bwd_kernel.cuh) compiles exactly as before.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +45,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   char* const ds_tile = smem + Traits::kDsOffset;
 
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
-  const int n_block = blockIdx.x, kv_head = blockIdx.y, batch = blockIdx.z;
+  const bool deterministic = p.dq_semaphore != nullptr;
+  const int n_block = key_block_of_cta(deterministic), kv_head = blockIdx.y, batch = blockIdx.z;
   const int key0 = n_block * Traits::kBlockN;
   const detail::FlexSequence seq =
       detail::flex_sequence(p.cu_seqlens_q, p.cu_seqlens_k, batch, p.seqlen_q, p.seqlen_k);
@@ -54,12 +59,13 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   struct CtaState {
     Mask mask;
     ScoreMod score_mod;
+    int dq_turn;  // deterministic mode: the adds to the step's query block before this CTA's
   };
   __shared__ __align__(16) unsigned char state_bytes[sizeof(CtaState)];
   CtaState& state = *reinterpret_cast<CtaState*>(state_bytes);
   if (tid == 0) {
     new (&state) CtaState{flex::bind_seqlens(fp.mask, seq.seqlen_q, seq.seqlen_k),
-                          flex::bind_seqlens(fp.score_mod, seq.seqlen_q, seq.seqlen_k)};
+                          flex::bind_seqlens(fp.score_mod, seq.seqlen_q, seq.seqlen_k), 0};
   }
   __syncthreads();
   const Mask& mask = state.mask;
@@ -76,11 +82,18 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   zero_frag(dk);
   zero_frag(dv);
 
-  RowRange<int> rows{0, seq.seqlen_q};
-  if (!has_block_mask) rows = flex_rows_seeing_keys(mask, key0, key_end, seq.seqlen_q);
-  const int m_begin = rows.begin / Traits::kBlockM;
-  const int blocks_per_head =
-      rows.end > rows.begin ? (rows.end + Traits::kBlockM - 1) / Traits::kBlockM - m_begin : 0;
+  // The query blocks [begin, end) the CTA of keys [key_begin, key_end) walks, each then
+  // classified: every one with a BlockMask, else those of the rows the window lets see the keys.
+  auto walked_m_blocks = [&](int key_begin, int key_end_) {
+    RowRange<int> rows{0, seq.seqlen_q};
+    if (!has_block_mask) rows = flex_rows_seeing_keys(mask, key_begin, key_end_, seq.seqlen_q);
+    if (rows.begin >= rows.end) return RowRange<int>{0, 0};
+    return RowRange<int>{rows.begin / Traits::kBlockM,
+                         (rows.end + Traits::kBlockM - 1) / Traits::kBlockM};
+  };
+  const RowRange<int> m_blocks = walked_m_blocks(key0, key_end);
+  const int m_begin = m_blocks.begin;
+  const int blocks_per_head = m_blocks.end - m_blocks.begin;
   const int steps = blocks_per_head * p.kv_group;
 
   struct Step {
@@ -107,6 +120,20 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       default:
         return TileMasking::kPartial;
     }
+  };
+  // Whether the CTA of key block n walks query block m_block of head, by the walk's own tests
+  // (walked_m_blocks, then classify's visibility), so that deterministic mode counts exactly the
+  // CTAs that add to the query block. Per thread: not with a BlockMask, whose lookup is the CTA's.
+  auto cta_walks = [&](int n, int head, int m_block) {
+    const int begin = n * Traits::kBlockN;
+    if (begin >= seq.seqlen_k) return false;
+    const int end = min(begin + Traits::kBlockN, seq.seqlen_k);
+    const RowRange<int> walked = walked_m_blocks(begin, end);
+    if (m_block < walked.begin || m_block >= walked.end) return false;
+    const int row_begin = m_block * Traits::kBlockM;
+    const int row_end = min(row_begin + Traits::kBlockM, seq.seqlen_q);
+    return flex::block_visibility(mask, batch, head, row_begin, row_end, begin, end) !=
+           BlockVisibility::kEmpty;
   };
   // The first step from s on that has anything visible, and its masking; steps when none.
   auto next_step = [&](int s, TileMasking* masking) {
@@ -174,6 +201,15 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     }
     const Step at = step_at(s);
     const int row0 = at.m_block * Traits::kBlockM;
+    if (deterministic) {
+      // The key blocks above this one that add to the query block, which come first; a barrier
+      // per kThreads of them (uniform: every thread runs the same trips).
+      int ahead = 0;
+      for (int n = n_block + 1; n * Traits::kBlockN < seq.seqlen_k; n += Traits::kThreads) {
+        ahead += __syncthreads_count(cta_walks(n + tid, at.head, at.m_block));
+      }
+      if (tid == 0) state.dq_turn = ahead;
+    }
     const char* q_tile = smem + Traits::kQOffset + stage * Traits::kQBytes;
     const char* do_tile = smem + Traits::kDoOffset + stage * Traits::kQBytes;
     const auto* lse_log2 =
@@ -223,7 +259,14 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
         p.dq_accum +
         (ws_base + static_cast<int64_t>(at.head) * p.seqlen_q_rounded + row0 + dq_row0) *
             Traits::kHeadDim;
+    int* const semaphore =
+        deterministic
+            ? p.dq_semaphore +
+                  (static_cast<int64_t>(batch) * p.heads_q + at.head) * p.num_m_blocks + at.m_block
+            : nullptr;
+    if (deterministic) wait_for_turn(semaphore, state.dq_turn);
     add_dq_tile<Traits>(dq_rows, seq.seqlen_q - (row0 + dq_row0), dq_first_ntile, lane, dq);
+    if (deterministic) pass_turn(semaphore);
     s = next;
     masking = next_masking;
   }
@@ -244,6 +287,8 @@ cudaError_t launch_bwd_flex_kernel(const BwdFlexParams<Mask, ScoreMod>& fp, cuda
     return err;
   }
   detail::LaunchShape shape;
+  // Key blocks fastest (in deterministic mode from the last): its waits point only at CTAs
+  // dispatched earlier.
   shape.grid = dim3(static_cast<unsigned>(fp.bwd.num_n_blocks),
                     static_cast<unsigned>(fp.bwd.heads_kv), static_cast<unsigned>(fp.bwd.batch));
   shape.threads = Traits::kThreads;

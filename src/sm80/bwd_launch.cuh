@@ -53,19 +53,16 @@ cudaError_t launch_flex_backward(const BuiltinBwdFlexParams& fp, cudaStream_t st
 
 }  // namespace flashcore::sm80
 
-// The flex backward of both dtypes of head dim D (sm80_bwd.cu's flex list); inside namespace
-// flashcore::sm80.
-#define FLASHCORE_SM80_BWD_FLEX_INSTANTIATE(D)                                                 \
-  template cudaError_t launch_flex_backward<BwdTraits<__half, D>>(const BuiltinBwdFlexParams&, \
-                                                                  cudaStream_t);               \
-  template cudaError_t launch_flex_backward<BwdTraits<__nv_bfloat16, D>>(                      \
-      const BuiltinBwdFlexParams&, cudaStream_t);
-
 // Both dtypes of head dim D's tile (its large-shared-memory tile when kLarge is true:
-// bwd_kernel_traits.hpp); inside namespace flashcore::sm80.
-#define FLASHCORE_SM80_BWD_INSTANTIATE_TILE(D, kLarge)                                        \
-  template cudaError_t launch_backward<BwdTraits<__half, D, kLarge>>(const BwdParams&, bool,  \
-                                                                     cudaStream_t);           \
-  template cudaError_t launch_backward<BwdTraits<__nv_bfloat16, D, kLarge>>(const BwdParams&, \
-                                                                            bool, cudaStream_t);
+// bwd_kernel_traits.hpp), dense and flex: sm80_bwd.cu launches whichever the problem asks on the
+// tile the device fits; inside namespace flashcore::sm80.
+#define FLASHCORE_SM80_BWD_INSTANTIATE_TILE(D, kLarge)                                           \
+  template cudaError_t launch_backward<BwdTraits<__half, D, kLarge>>(const BwdParams&, bool,     \
+                                                                     cudaStream_t);              \
+  template cudaError_t launch_backward<BwdTraits<__nv_bfloat16, D, kLarge>>(const BwdParams&,    \
+                                                                            bool, cudaStream_t); \
+  template cudaError_t launch_flex_backward<BwdTraits<__half, D, kLarge>>(                       \
+      const BuiltinBwdFlexParams&, cudaStream_t);                                                \
+  template cudaError_t launch_flex_backward<BwdTraits<__nv_bfloat16, D, kLarge>>(                \
+      const BuiltinBwdFlexParams&, cudaStream_t);
 #define FLASHCORE_SM80_BWD_INSTANTIATE(D) FLASHCORE_SM80_BWD_INSTANTIATE_TILE(D, false)

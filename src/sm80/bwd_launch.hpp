@@ -16,7 +16,7 @@ template <typename Traits>
 cudaError_t launch_backward(const BwdParams& p, bool deterministic, cudaStream_t stream);
 
 // The same three launches with the flex backward (bwd_flex_kernel.cuh) in the middle: varlen
-// batches and the built-in flex options. Instantiated for head dims 64 and 128.
+// batches and the built-in flex options. Instantiated for every tile launch_backward has.
 template <typename Traits>
 cudaError_t launch_flex_backward(const BuiltinBwdFlexParams& fp, cudaStream_t stream);
 

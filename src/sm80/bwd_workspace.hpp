@@ -60,7 +60,7 @@ inline WorkspaceLayout workspace_layout(const BackwardProblem& problem, int bloc
       w.key_grad_partials + align_up(key_grads.slots * key_grads.slot_floats * sizeof(float));
   w.delta = w.lse_log2 + align_up(rows * sizeof(float));
   w.semaphore = w.delta + align_up(rows * sizeof(float));
-  // Deterministic mode is dense only (sm80_backward_rejects).
+  // One per (batch or sequence, query head, query block), num_m_blocks covering max_seqlen_q.
   const size_t semaphores =
       a.deterministic ? static_cast<size_t>(a.batch * a.heads_q * w.num_m_blocks) : 0;
   w.total = w.semaphore + align_up(semaphores * sizeof(int));

@@ -49,14 +49,19 @@ bool with_traits(DType dtype, int64_t head_dim, size_t smem_per_block, Fn&& fn) 
   return large_fits ? LargeSmemKernels::with(dtype, head_dim, fn)
                     : BackwardKernels::with(dtype, head_dim, fn);
 }
-// The flex backward's list (bwd_launch.hpp: launch_flex_backward), and the query and key blocks
-// its BlockMask blocks must be multiples of: its walk classifies one BlockMask block per step.
-using FlexBackwardKernels = KernelList<sm80::BwdTraits, 64, 128>;
-constexpr int64_t kFlexBlockM = sm80::BwdTraits<__half, 64>::kBlockM;
-constexpr int64_t kFlexBlockN = sm80::BwdTraits<__half, 64>::kBlockN;
-static_assert(kFlexBlockM == sm80::BwdTraits<__half, 128>::kBlockM &&
-                  kFlexBlockN == sm80::BwdTraits<__half, 128>::kBlockN,
-              "one BlockMask rule for both head dims");
+// The BlockMask blocks the flex backward runs: its walk classifies one BlockMask block per step,
+// so a BlockMask block must be whole steps (query blocks) by whole CTAs (key blocks) of whichever
+// tile runs. One rule for every tile: 64 x 128 is a multiple of each tile's blocks.
+constexpr int64_t kFlexBlockM = 64;
+constexpr int64_t kFlexBlockN = 128;
+template <typename Traits>
+constexpr bool kFlexRuleFits =
+    kFlexBlockM % Traits::kBlockM == 0 && kFlexBlockN % Traits::kBlockN == 0;
+static_assert(kFlexRuleFits<sm80::BwdTraits<__half, 64>> &&
+                  kFlexRuleFits<sm80::BwdTraits<__half, 128>> &&
+                  kFlexRuleFits<sm80::BwdTraits<__half, 256>> &&
+                  kFlexRuleFits<sm80::BwdTraits<__half, 256, true>>,
+              "every backward tile runs the BlockMasks of one rule");
 
 }  // namespace
 
@@ -80,12 +85,9 @@ const char* sm80_backward_rejects(const BackwardProblem& problem, const cudaDevi
     return "needs more shared memory per block than this GPU allows for this head_dim";
   }
   if (problem.is_flex()) {
-    if (a.deterministic) {
-      return "has no deterministic mode for varlen batches and flex options yet; pass "
-             "deterministic=false";
-    }
-    if (a.head_dim != 64 && a.head_dim != 128) {
-      return "has flex backward kernels for head_dim 64 and 128 only";
+    if (a.deterministic && a.flex.has_block_mask()) {
+      return "has no deterministic mode with a BlockMask yet (varlen batches and the built-in "
+             "mods without one have it); pass deterministic=false";
     }
     const flex::BlockMask& m = a.flex.block_mask;
     if (a.flex.has_block_mask() &&
@@ -150,14 +152,7 @@ Status launch_sm80_backward_tile(const BackwardProblem& problem, void* workspace
       const Problem forward = make_problem(forward_params(problem.params));
       const sm80::BuiltinBwdFlexParams fp{p, builtin_mask(forward), builtin_score_mod(forward),
                                           problem.params.flex.block_mask};
-      bool launched = false;
-      FlexBackwardKernels::with(problem.params.q.dtype, problem.params.head_dim, [&](auto t) {
-        using FlexTraits = decltype(t);
-        launched = true;
-        status =
-            launch_status(sm80::launch_flex_backward<FlexTraits>(fp, stream), "sm80 flex backward");
-      });
-      if (!launched) status = {StatusCode::kUnsupported, "sm80 flex backward: no kernel"};
+      status = launch_status(sm80::launch_flex_backward<Traits>(fp, stream), "sm80 flex backward");
       return;
     }
     status = launch_status(sm80::launch_backward<Traits>(p, problem.params.deterministic, stream),

@@ -3,5 +3,4 @@
 
 namespace flashcore::sm80 {
 FLASHCORE_SM80_BWD_INSTANTIATE(128)
-FLASHCORE_SM80_BWD_FLEX_INSTANTIATE(128)
 }  // namespace flashcore::sm80

@@ -3,5 +3,4 @@
 
 namespace flashcore::sm80 {
 FLASHCORE_SM80_BWD_INSTANTIATE(64)
-FLASHCORE_SM80_BWD_FLEX_INSTANTIATE(64)
 }  // namespace flashcore::sm80

@@ -42,12 +42,17 @@ Backend expected_backend(const FlexCase& c) {
   return sm90_runs(c) && on_sm90() ? Backend::kSm90 : Backend::kSm80;
 }
 
-// The flex forward's cases the backward runs as they are: head dims 64 and 128 (the backward has
-// no rounded ones yet) and BlockMask key blocks of 128 (its key block).
+// The head dims the backward has kernels for (it has no rounded ones yet).
+bool backward_head_dim(int64_t head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
+// The flex forward's cases the backward runs as they are: head dims 64, 128 and 256 and
+// BlockMask key blocks of 128 (the backward's one BlockMask rule).
 std::vector<FlexCase> backward_flex_cases() {
   std::vector<FlexCase> cases;
   for (FlexCase c : flex_cases()) {
-    if (c.head_dim != 64 && c.head_dim != 128) continue;
+    if (!backward_head_dim(c.head_dim)) continue;
     if (c.block_mask != BlockMaskKind::kNone && c.kv_block % 128 != 0) c.kv_block = 128;
     c.backend = Backend::kAuto;
     cases.push_back(c);
@@ -130,6 +135,103 @@ TEST_P(BackwardFlex, MatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(Cases, BackwardFlex, ::testing::ValuesIn(backward_flex_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// The hd256 flex cases on the tile an A100 (163 KiB of shared memory per block) runs, 32 query
+// rows a step, where a bigger GPU runs the 64-row one (sm80/bwd_kernel_traits.hpp).
+class BackwardFlexA100Tile : public ::testing::TestWithParam<FlexCase> {};
+
+TEST_P(BackwardFlexA100Tile, MatchesFloat64Reference) {
+  FLASHCORE_REQUIRE_GPU();
+  const FlexCase& c = GetParam();
+  if (const char* pruned = pruned_for(c); pruned[0] != '\0')
+    GTEST_SKIP() << "this build " << pruned;
+  FlexBackwardResult r;
+  run_flex_backward_case(c, &r, {.sm80_smem_per_block = size_t{163} * 1024});
+  if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(r.nan_count, 0);
+  const double tolerance = reference::parity_tolerance(c.dtype);
+  EXPECT_LE(r.rel_l2_dq, tolerance);
+  EXPECT_LE(r.rel_l2_dk, tolerance);
+  EXPECT_LE(r.rel_l2_dv, tolerance);
+  EXPECT_EQ(r.zero_errors, 0) << "of " << r.zero_rows << " rows that must be zero";
+}
+
+std::vector<FlexCase> a100_tile_cases() {
+  std::vector<FlexCase> cases;
+  for (const FlexCase& c : backward_flex_cases()) {
+    if (c.head_dim == 256 && c.backend == Backend::kAuto && !sm90_runs(c)) cases.push_back(c);
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BackwardFlexA100Tile, ::testing::ValuesIn(a100_tile_cases()),
+                         [](const ::testing::TestParamInfo<FlexCase>& info) {
+                           return info.param.name;
+                         });
+
+// Deterministic mode on the flex backward: three runs on the same inputs give the same gradient
+// bits, and they match the float64 reference. Varlen batches (GQA, causal, windows, lengths 0, 1
+// and 7) and the built-in mods whose key blocks that see a query block are not one contiguous
+// range (documents, prefix-LM), where the kernel counts the CTAs ahead of it itself; a long
+// sequence so that up to 12 key blocks add to a query block, and hd256's 64-key blocks. (A
+// document mask on a varlen batch is refused: its sequences are the documents.)
+class BackwardFlexDeterministic : public ::testing::TestWithParam<FlexCase> {};
+
+TEST_P(BackwardFlexDeterministic, BitwiseIdenticalAndMatchesReference) {
+  FLASHCORE_REQUIRE_GPU();
+  const FlexCase& c = GetParam();
+  if (const char* pruned = pruned_for(c); pruned[0] != '\0')
+    GTEST_SKIP() << "this build " << pruned;
+  FlexBackwardResult r;
+  run_flex_backward_case(c, &r, {.deterministic = true, .runs = 3});
+  if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(r.backend, Backend::kSm80) << "deterministic varlen and flex run on sm80";
+  EXPECT_EQ(r.run_to_run_differences, 0) << "bytes differ between runs";
+  EXPECT_EQ(r.nan_count, 0);
+  const double tolerance = reference::parity_tolerance(c.dtype);
+  EXPECT_LE(r.rel_l2_dq, tolerance);
+  EXPECT_LE(r.rel_l2_dk, tolerance);
+  EXPECT_LE(r.rel_l2_dv, tolerance);
+  EXPECT_EQ(r.zero_errors, 0) << "of " << r.zero_rows << " rows that must be zero";
+}
+
+std::vector<FlexCase> deterministic_cases() {
+  return {
+      make_flex_case("varlen_causal_gqa_hd128",
+                     [](FlexCase& c) {
+                       c.causal = true, c.heads_q = 8, c.heads_kv = 2;
+                       c.lengths_q = {0, 1, 7, 1500, 129}, c.lengths_k = {0, 1, 7, 1500, 255};
+                     }),
+      make_flex_case("varlen_window_hd64_fp16",
+                     [](FlexCase& c) {
+                       c.dtype = DType::kFloat16, c.head_dim = 64;
+                       c.window_left = 300, c.window_right = 40;
+                       c.lengths_q = {700, 64, 1}, c.lengths_k = {900, 70, 3};
+                     }),
+      make_flex_case("documents_prefix_lm_alibi_hd128",
+                     [](FlexCase& c) {
+                       c.doc_span = 200, c.alibi = true, c.seqlen_q = c.seqlen_k = 1000;
+                       c.heads_q = 4, c.heads_kv = 2, c.batch = 2;
+                     }),
+      make_flex_case("prefix_lm_softcap_hd64",
+                     [](FlexCase& c) {
+                       c.head_dim = 64, c.prefix = 300, c.softcap = 8.f;
+                       c.seqlen_q = 777, c.seqlen_k = 1500;
+                     }),
+      make_flex_case("hd256_varlen_causal_alibi_gqa",
+                     [](FlexCase& c) {
+                       c.head_dim = 256, c.causal = true, c.alibi = true;
+                       c.heads_q = 2, c.heads_kv = 1;
+                       c.lengths_q = {300, 0, 513}, c.lengths_k = {310, 5, 513};
+                     }),
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BackwardFlexDeterministic,
+                         ::testing::ValuesIn(deterministic_cases()),
+                         [](const ::testing::TestParamInfo<FlexCase>& info) {
+                           return info.param.name;
+                         });
+
 // Cases built to have rows that see nothing and keys nobody sees must have them, or the zero check
 // cannot fail.
 TEST(BackwardFlexZeroRows, CasesThatPromiseThemHaveThem) {
@@ -155,8 +257,8 @@ TEST(BackwardFlexZeroRows, CasesThatPromiseThemHaveThem) {
 }
 
 // What the flex backward does not run is refused before any launch, with the fix in the message:
-// sm90 runs varlen batches but leaves the flex mods to sm80; deterministic mode with varlen is
-// implemented on neither.
+// sm90 runs varlen batches but leaves the flex mods to sm80; deterministic mode runs varlen and the
+// built-in mods on sm80 only, and with a BlockMask nowhere.
 TEST(BackwardFlexRefusals, SaysWhy) {
   FLASHCORE_REQUIRE_GPU();
   const FlexCase base = make_flex_case("refusals", [](FlexCase& c) {
@@ -164,10 +266,15 @@ TEST(BackwardFlexRefusals, SaysWhy) {
   });
   FlexCase with_mod = base;
   with_mod.alibi = true;
+  // Dense, no longer than base's packed rows, so that base's buffers hold its tensors.
+  const FlexCase with_blocks = make_flex_case("refusals_blocks", [](FlexCase& c) {
+    c.seqlen_q = c.seqlen_k = 100, c.doc_span = 30, c.block_mask = BlockMaskKind::kFromMask;
+  });
   std::mt19937_64 rng(7);
-  FlexData data, mod_data;
+  FlexData data, mod_data, blocks_data;
   make_flex_data(base, &rng, &data);
   make_flex_data(with_mod, &rng, &mod_data);
+  make_flex_data(with_blocks, &rng, &blocks_data);
   if (::testing::Test::HasFatalFailure()) return;
   const size_t q_bytes = static_cast<size_t>(data.rows_q * base.heads_q * base.head_dim) * 2;
   const size_t k_bytes = static_cast<size_t>(data.rows_k * base.heads_kv * base.head_dim) * 2;
@@ -199,16 +306,30 @@ TEST(BackwardFlexRefusals, SaysWhy) {
     EXPECT_NE(sm90_varlen.message.find("sm_90"), std::string::npos) << sm90_varlen.message;
   }
 
-  for (Backend backend : {Backend::kAuto, Backend::kSm90, Backend::kSm80}) {
-    BackwardParams deterministic = p;
-    deterministic.deterministic = true;
+  // Deterministic varlen runs on sm80 (kAuto picks it); the sm90 backward refuses it.
+  BackwardParams deterministic = p;
+  deterministic.deterministic = true;
+  for (Backend backend : {Backend::kAuto, Backend::kSm80}) {
     deterministic.backend = backend;
-    const Status no_det = can_implement_backward(deterministic);
-    EXPECT_EQ(no_det.code, StatusCode::kUnsupported) << backend_name(backend);
-    if (backend != Backend::kSm90 || on_sm90()) {
-      EXPECT_NE(no_det.message.find("deterministic=false"), std::string::npos) << no_det.message;
-    }
+    const Status det = can_implement_backward(deterministic);
+    EXPECT_TRUE(det.ok()) << backend_name(backend) << ": " << det.message;
   }
+  deterministic.backend = Backend::kAuto;
+  EXPECT_EQ(resolve_backward_backend(deterministic), Backend::kSm80);
+  deterministic.backend = Backend::kSm90;
+  const Status sm90_det = can_implement_backward(deterministic);
+  EXPECT_EQ(sm90_det.code, StatusCode::kUnsupported);
+  if (on_sm90()) {
+    EXPECT_NE(sm90_det.message.find("deterministic=false"), std::string::npos) << sm90_det.message;
+  }
+  BackwardParams blocks = backward_of(blocks_data);
+  ASSERT_TRUE(can_implement_backward(blocks).ok()) << can_implement_backward(blocks).message;
+  blocks.deterministic = true;
+  const Status blocks_det = can_implement_backward(blocks);
+  EXPECT_EQ(blocks_det.code, StatusCode::kUnsupported);
+  EXPECT_NE(blocks_det.message.find("BlockMask"), std::string::npos) << blocks_det.message;
+  EXPECT_NE(blocks_det.message.find("deterministic=false"), std::string::npos)
+      << blocks_det.message;
 }
 
 }  // namespace

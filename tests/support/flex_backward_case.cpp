@@ -4,10 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "common/backward_problem.hpp"
 #include "reference/cpu_flex_backward_reference.hpp"
+#include "sm80/sm80_bwd.hpp"
 #include "tests/support/backward_case.hpp"
 
 namespace flashcore::testing {
@@ -80,7 +84,8 @@ BackwardParams flex_backward_params(const AttentionParams& f, const void* d_o, v
   return p;
 }
 
-void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result) {
+void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result,
+                            const FlexBackwardOptions& options) {
   *result = FlexBackwardResult{};
   const uint64_t seed = std::random_device{}() * 0x9E3779B97F4A7C15ull + std::random_device{}();
   SCOPED_TRACE(c.name + ", seed " + std::to_string(seed));
@@ -110,10 +115,42 @@ void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result) {
   BackwardParams p = flex_backward_params(forward, d_o.device.get(), dq.get(), dk.get(), dv.get(),
                                           data.q_strides(), data.k_strides());
   p.backend = c.backend;
+  p.deterministic = options.deterministic;
   result->backend = resolve_backward_backend(p);
-  const Status bs = run_backward(p, /*workspace=*/nullptr, 0, /*stream=*/nullptr);
-  ASSERT_TRUE(bs.ok()) << "backward: " << bs.message;
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint8_t> first_bits;
+  for (int run_index = 0; run_index < options.runs; ++run_index) {
+    for (const DeviceBuffer* b : {&dq, &dk, &dv}) {
+      ASSERT_EQ(cudaMemset(b->get(), 0xff, b->bytes()), cudaSuccess);
+    }
+    if (options.sm80_smem_per_block == 0) {
+      const Status bs = run_backward(p, /*workspace=*/nullptr, 0, /*stream=*/nullptr);
+      ASSERT_TRUE(bs.ok()) << "backward: " << bs.message;
+    } else {
+      const Status checked = can_implement_backward(p);
+      ASSERT_TRUE(checked.ok()) << "backward: " << checked.message;
+      const detail::BackwardProblem problem = detail::make_backward_problem(p);
+      DeviceBuffer workspace(detail::sm80_backward_workspace_bytes(problem));
+      const Status bs = detail::launch_sm80_backward_tile(
+          problem, workspace.get(), options.sm80_smem_per_block, /*stream=*/nullptr);
+      ASSERT_TRUE(bs.ok()) << "backward: " << bs.message;
+      result->backend = Backend::kSm80;
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint8_t> bits;
+    for (const DeviceBuffer* b : {&dq, &dk, &dv}) {
+      const size_t at = bits.size();
+      bits.resize(at + b->bytes());
+      ASSERT_EQ(cudaMemcpy(bits.data() + at, b->get(), b->bytes(), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+    }
+    if (run_index == 0) {
+      first_bits = std::move(bits);
+    } else {
+      for (size_t i = 0; i < bits.size(); ++i) {
+        result->run_to_run_differences += bits[i] != first_bits[i] ? 1 : 0;
+      }
+    }
+  }
   const std::vector<double> out_dq = read_back(dq, q_elems, c.dtype);
   const std::vector<double> out_dk = read_back(dk, k_elems, c.dtype);
   const std::vector<double> out_dv = read_back(dv, k_elems, c.dtype);

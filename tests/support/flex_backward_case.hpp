@@ -4,6 +4,7 @@
 // (reference/cpu_flex_backward_reference.hpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -20,11 +21,25 @@ struct FlexBackwardResult {
   int64_t zero_errors = 0;
   int64_t zero_rows = 0;
   Backend backend = Backend::kAuto;  // the one kAuto resolved to
+  // Gradient bytes of a later run (FlexBackwardOptions::runs) that differ from the first run's.
+  int64_t run_to_run_differences = 0;
+};
+
+// How run_flex_backward_case runs the backward. sm80_smem_per_block: 0 runs run_backward on the
+// backend the case names; otherwise the sm80 backward's launch for a GPU that gives a block that
+// many bytes of shared memory (the tiles a smaller GPU, an A100, runs, on a bigger one).
+// deterministic: BackwardParams::deterministic. runs: how many times the backward runs on the same
+// inputs (into re-poisoned gradients); every run's bits must equal the first's.
+struct FlexBackwardOptions {
+  size_t sm80_smem_per_block = 0;
+  bool deterministic = false;
+  int runs = 1;
 };
 
 // Runs c's forward and backward (BackwardParams::backend = c.backend) on the GPU and the float64
 // reference; failures to run are test failures (ADD_FAILURE) and leave *result empty.
-void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result);
+void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result,
+                            const FlexBackwardOptions& options = {});
 
 // The BackwardParams of a flex forward's params: the same fields, o, lse, d_o and the gradients
 // added (one spelling: the backward's varlen and flex fields are the forward's).
