@@ -59,11 +59,13 @@ def flex_attention_op(
     jit_mask: str,
     jit_score: str,
     backend: str,
+    deterministic: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) of flex attention over q, k, v ([batch, seqlen, heads, head_dim] views, as the
     library takes them). out is [batch, heads, seqlen, head_dim] contiguous when heads_major
     (flex_attention's BHSD), else like q contiguous (varlen's packed rows); lse is float32
-    [batch, heads, seqlen]. scale 0 means 1/sqrt(head_dim)."""
+    [batch, heads, seqlen]. scale 0 means 1/sqrt(head_dim). deterministic is the backward's (the
+    forward is deterministic either way): it travels with the op so that autograd hands it on."""
     arrays = (doc_ids_q, doc_ids_k, prefix_lengths, alibi_slopes, rel_bias, sinks, kv_num_blocks,
               kv_indices, full_kv_num_blocks, full_kv_indices, cu_seqlens_q, cu_seqlens_k)
     fields = _unpack_fields(arrays, int_fields)
@@ -80,7 +82,7 @@ def _flex_attention_fake(
     q, k, v, doc_ids_q, doc_ids_k, prefix_lengths, alibi_slopes, rel_bias, sinks, kv_num_blocks,
     kv_indices, full_kv_num_blocks, full_kv_indices, cu_seqlens_q, cu_seqlens_k, int_fields,
     jit_captures, scale, causal, window_left, window_right, softcap, heads_major, jit_mask,
-    jit_score, backend,
+    jit_score, backend, deterministic,
 ):
     return _empty_outputs(q, heads_major)
 
@@ -112,16 +114,17 @@ def flex_attention_backward_op(
     window_right: int,
     softcap: float,
     heads_major: bool,
+    deterministic: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) of the flex_attention_op call that made out and lse, like q, k and v; d_o is
-    shaped like out and contiguous."""
+    shaped like out and contiguous. deterministic: bitwise-identical gradients run to run."""
     arrays = (doc_ids_q, doc_ids_k, prefix_lengths, alibi_slopes, rel_bias, sinks, kv_num_blocks,
               kv_indices, full_kv_num_blocks, full_kv_indices, cu_seqlens_q, cu_seqlens_k)
     fields = _unpack_fields(arrays, int_fields)
     out_view, d_o_view = (out.transpose(1, 2), d_o.transpose(1, 2)) if heads_major else (out, d_o)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     args = (q, k, v, out_view, lse, d_o_view, dq, dk, dv, scale, causal,
-            (window_left, window_right), softcap, False)
+            (window_left, window_right), softcap, deterministic)
     size = _core.backward_workspace_size(*args, flex=fields)
     workspace = torch.empty(size, dtype=torch.uint8, device=q.device)
     _core.run_backward(*args, torch.cuda.current_stream(q.device).cuda_stream, workspace,
@@ -145,11 +148,12 @@ def _setup_context(ctx, inputs, output):
     int_fields = inputs[3 + _NUM_ARRAYS]
     scale, causal, window_left, window_right, softcap, heads_major, jit_mask, jit_score = (
         inputs[5 + _NUM_ARRAYS:13 + _NUM_ARRAYS])
+    deterministic = inputs[14 + _NUM_ARRAYS]  # after backend
     out, lse = output
     # The inputs, the mods' arrays and the forward's out and lse; the backward recomputes P.
     ctx.save_for_backward(q, k, v, out, lse, *arrays)
     ctx.options = (list(int_fields), scale, causal, window_left, window_right, softcap,
-                   heads_major)
+                   heads_major, deterministic)
     ctx.num_captures = len(inputs[4 + _NUM_ARRAYS])
     ctx.jit = jit_mask or jit_score
 
@@ -166,12 +170,13 @@ def _backward(ctx, grad_out, grad_lse):
     # The backward kernels read dO with unit last stride and 16-byte aligned rows, shaped as out.
     grad_out = grad_out.contiguous()
     dq, dk, dv = flex_attention_backward_op(grad_out, q, k, v, out, lse, *arrays, *ctx.options)
-    grads = [None] * (_NUM_ARRAYS + 11)
+    grads = [None] * (_NUM_ARRAYS + 12)
     # A list of tensors (jit_captures, empty here) takes a list of gradients; a list of ints None.
     grads[_NUM_ARRAYS + 1] = [None] * ctx.num_captures
     sinks = arrays[_ARRAY_FIELDS.index("sinks")]
     if sinks is not None and ctx.needs_input_grad[3 + _ARRAY_FIELDS.index("sinks")]:
-        grads[_ARRAY_FIELDS.index("sinks")] = _sink_grad(grad_out, out, lse, sinks, ctx.options[-1])
+        heads_major = ctx.options[6]
+        grads[_ARRAY_FIELDS.index("sinks")] = _sink_grad(grad_out, out, lse, sinks, heads_major)
     return (dq, dk, dv, *grads)
 
 
@@ -295,7 +300,7 @@ def _unpack_fields(arrays, ints):
 
 
 def flex_attention(q, k, v, scale, causal, window, softcap, fields, program, backend,
-                   heads_major):
+                   heads_major, deterministic=False):
     """Calls the op with flex.py's arguments (program: a jit.Program or None); returns (out,
     lse) shaped as the op says."""
     arrays, ints = _pack_fields(fields)
@@ -307,4 +312,5 @@ def flex_attention(q, k, v, scale, causal, window, softcap, fields, program, bac
     return flex_attention_op(
         q, k, v, *arrays, ints, captures, 0.0 if scale is None else float(scale), bool(causal),
         int(window[0]), int(window[1]), float(softcap), heads_major, *tokens, backend,
+        bool(deterministic),
     )

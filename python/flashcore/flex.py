@@ -236,12 +236,15 @@ def _score_fields(score_mod):
 
 
 def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None,
-                   enable_gqa=False, return_lse=False, *, sinks=None, backend="auto"):
+                   enable_gqa=False, return_lse=False, *, sinks=None, backend="auto",
+                   deterministic=False):
     """PyTorch's flex_attention on flashcore: query [B, Hq, Sq, D], key/value [B, Hkv, Sk, D]
     (BHSD, as PyTorch), float16 or bfloat16. score_mod: a flashcore.mods score_mod, a
     flashcore.jit_score_mod (compiled at the first call, then cached on disk) or None;
     block_mask: a flashcore or torch BlockMask whose mask_mod is a flashcore.mods mask_mod (or
     torch's noop_mask). sinks: optional float32 [Hq] attention-sink logits (gpt-oss).
+    deterministic: the backward gives bitwise-identical gradients run to run (not with a
+    BlockMask yet: refused when gradients are needed).
 
     Returns out [B, Hq, Sq, D], or (out, lse [B, Hq, Sq] float32, natural log)."""
     for name, x in (("query", query), ("key", key), ("value", value)):
@@ -253,15 +256,17 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
         )
     if scale is not None and float(scale) == 0.0:
         raise ValueError("scale is 0; pass None for the default 1/sqrt(head_dim)")
+    _check_deterministic(deterministic)
     window, fields, jit_mask = _mask_parts(block_mask, query.shape[2], key.shape[2])
     if sinks is not None:
         fields["sinks"] = sinks
     q, k, v = (_swap_seq_heads(x) for x in (query, key, value))
     jit_score, cap = _split_score_mod(score_mod, fields)
     jit_mod = _jit_program(jit_mask, jit_score)
-    if _through_op(jit_mod, query, key, value, sinks, fields):
+    if _through_op(jit_mod, query, key, value, sinks, fields, deterministic):
         out, lse = _flex_ops.flex_attention(q, k, v, scale, False, window, cap, fields, jit_mod,
-                                            backend, heads_major=True)
+                                            backend, heads_major=True,
+                                            deterministic=deterministic)
         return (out, lse) if return_lse else out
     out, lse = _empty_outputs(query, (query.shape[0], query.shape[1], query.shape[2]), return_lse)
     launch(q, k, v, _swap_seq_heads(out), lse, scale, False, window, cap, fields, jit_mod, backend)
@@ -270,15 +275,18 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
                      causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
-                     return_lse=False, score_mod=None, sinks=None, backend="auto"):
+                     return_lse=False, score_mod=None, sinks=None, backend="auto",
+                     deterministic=False):
     """flash_attn_varlen_func on flashcore: q [total_q, Hq, D], k/v [total_k, Hkv, D] packed
     sequences, cu_seqlens int32 [batch + 1] on the GPU (0 first, nondecreasing, total last),
     max_seqlen_* the longest lengths. causal / window / softcap apply within each sequence,
-    bottom-right aligned. Returns out [total_q, Hq, D], or (out, lse [Hq, total_q])."""
+    bottom-right aligned. deterministic: the backward gives bitwise-identical gradients run to
+    run. Returns out [total_q, Hq, D], or (out, lse [Hq, total_q])."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         _check_rank(name, x, 3, "[total, heads, head_dim] (packed sequences)")
     if softmax_scale is not None and float(softmax_scale) == 0.0:
         raise ValueError("softmax_scale is 0; pass None for the default 1/sqrt(head_dim)")
+    _check_deterministic(deterministic)
     if not isinstance(window, (tuple, list)) or len(window) != 2:
         raise TypeError(f"window must be a pair of ints (left, right), got {window!r}")
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
@@ -297,10 +305,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         fields["sinks"] = sinks
     window = (int(window[0]), int(window[1]))
     q4, k4, v4 = (x[None] for x in (q, k, v))  # [1, total, H, D] views
-    if _through_op(jit_mod, q, k, v, sinks, fields):
+    if _through_op(jit_mod, q, k, v, sinks, fields, deterministic):
         out4, lse = _flex_ops.flex_attention(q4, k4, v4, softmax_scale, bool(causal), window,
                                              float(softcap or cap), fields, jit_mod, backend,
-                                             heads_major=False)
+                                             heads_major=False, deterministic=deterministic)
         return (out4[0], lse[0]) if return_lse else out4[0]
     out, lse = _empty_outputs(q, (1, q.shape[1], q.shape[0]), return_lse)
     launch(q4, k4, v4, out[None], lse, softmax_scale, bool(causal), window,
@@ -341,18 +349,23 @@ def _split_score_mod(score_mod, fields):
 # What the flex backward implements (docs/backward.md, "Varlen and flex"): a call that needs
 # gradients is checked against it here, before the forward runs, so that a training step fails
 # before doing any work rather than in its backward.
-_BACKWARD_HEAD_DIMS = (64, 128)
+_BACKWARD_HEAD_DIMS = (64, 128, 256)
 # The backward's query and key blocks: a BlockMask's blocks must be multiples of them.
 _BACKWARD_Q_BLOCK, _BACKWARD_KV_BLOCK = 64, 128
 
 
-def _check_backward_support(jit_mod, head_dim, fields):
+def _check_deterministic(deterministic):
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+
+
+def _check_backward_support(jit_mod, head_dim, fields, deterministic=False):
     why = None
     if jit_mod is not None:
         why = ("a jit_score_mod / jit_mask_mod has no backward (a CUDA snippet has no "
                "derivative): use the built-in mods (flashcore.mods) to train")
     elif head_dim not in _BACKWARD_HEAD_DIMS:
-        why = (f"the flex and varlen backward has kernels for head_dim 64 and 128 only (got "
+        why = (f"the flex and varlen backward has kernels for head_dim 64, 128 and 256 only (got "
                f"{head_dim}): pad the head dim with zeros to one of them to train")
     elif "block_mask" in fields and (fields["block_mask"][4] % _BACKWARD_Q_BLOCK != 0
                                      or fields["block_mask"][5] % _BACKWARD_KV_BLOCK != 0):
@@ -360,18 +373,21 @@ def _check_backward_support(jit_mod, head_dim, fields):
                f"{_BACKWARD_Q_BLOCK} and kv block a multiple of {_BACKWARD_KV_BLOCK} (got "
                f"{fields['block_mask'][4]} x {fields['block_mask'][5]}): build the BlockMask with "
                f"BLOCK_SIZE={_BACKWARD_KV_BLOCK} (PyTorch's default) to train")
+    elif deterministic and "block_mask" in fields:
+        why = ("deterministic=True has no BlockMask path yet (varlen batches and the built-in "
+               "mods without a BlockMask have one): pass deterministic=False")
     if why is not None:
         raise ValueError(f"q, k or v requires grad but {why}, or call under torch.no_grad()")
 
 
-def _through_op(jit_mod, q, k, v, sinks, fields):
+def _through_op(jit_mod, q, k, v, sinks, fields, deterministic=False):
     """True when a call on torch tensors goes through the custom op: while torch.compile traces
     it, and when q, k, v or sinks requires grad (the op is differentiable; what its backward does
     not implement is refused here, before the forward runs)."""
     if _flex_ops is None or not hasattr(q, "is_cuda"):
         return False
     if _flex_ops.needs_grad(q, k, v, sinks):
-        _check_backward_support(jit_mod, q.shape[-1], fields)
+        _check_backward_support(jit_mod, q.shape[-1], fields, deterministic)
         return True
     return _flex_ops.compiling()
 

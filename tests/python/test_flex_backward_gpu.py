@@ -75,7 +75,7 @@ def mod_cases(B, Hq, S, g):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_flex_gradients_match_float64_autograd(dtype, head_dim):
     B, Hq, Hkv, S = 2, 4, 2, 300
     g = torch.Generator(device="cuda").manual_seed(RUN_SEED)
@@ -99,9 +99,10 @@ def test_flex_gradients_match_float64_autograd(dtype, head_dim):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_varlen_gradients_match_each_sequence_alone(dtype):
+@pytest.mark.parametrize("D", [64, 256])
+def test_varlen_gradients_match_each_sequence_alone(dtype, D):
     lengths = [0, 1, 7, 300, 64]
-    Hq, Hkv, D = 4, 2, 64
+    Hq, Hkv = 4, 2
     g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 2)
     total = sum(lengths)
     q = torch.randn(total, Hq, D, dtype=dtype, device="cuda", generator=g)
@@ -131,6 +132,52 @@ def test_varlen_gradients_match_each_sequence_alone(dtype):
         assert err <= TOLERANCE[dtype], f"d{name}: rel L2 {err:.2e} (seed {RUN_SEED})"
 
 
+@pytest.mark.parametrize("D", [64, 256])
+def test_deterministic_varlen_gradients_are_bitwise_repeatable(D):
+    """attention_varlen(deterministic=True): two backwards of the same step give the same bits,
+    and they are the gradients (float64 autograd of each sequence alone, as above)."""
+    lengths = [300, 0, 7, 700]
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 3)
+    total = sum(lengths)
+    q, k, v, d_o = (torch.randn(total, h, D, dtype=torch.bfloat16, device="cuda", generator=g)
+                    for h in (4, 2, 2, 4))
+    cu = torch.tensor([0] + lengths, device="cuda").cumsum(0).int()
+    runs = []
+    for _ in range(2):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = flashcore.attention_varlen(*leaves, cu, cu, max(lengths), max(lengths), causal=True,
+                                         deterministic=True)
+        out.backward(d_o)
+        runs.append([leaf.grad for leaf in leaves])
+    for name, first, second in zip("qkv", *runs):
+        assert torch.equal(first.view(torch.int16), second.view(torch.int16)), (
+            f"d{name} differs between runs (seed {RUN_SEED})")
+    start = 0
+    for n in lengths:
+        if n:
+            rows = slice(start, start + n)
+            seq = [x[rows].transpose(0, 1)[None].double().requires_grad_() for x in (q, k, v)]
+            reference(*seq, mods.causal()).backward(d_o[rows].transpose(0, 1)[None].double())
+            for name, leaf, grad in zip("qkv", seq, runs[0]):
+                err = rel_l2(grad[rows].transpose(0, 1)[None], leaf.grad)
+                assert err <= TOLERANCE[torch.bfloat16], (
+                    f"d{name} rel L2 {err:.2e} (seed {RUN_SEED})")
+        start += n
+
+
+def test_deterministic_with_a_block_mask_is_refused_before_the_forward():
+    q, k, v = (torch.randn(1, 2, 256, 64, dtype=torch.bfloat16, device="cuda").requires_grad_()
+               for _ in range(3))
+    # Documents: a BlockMask that is a list (a causal one is the window's own and runs without
+    # its lists, deterministic mode included).
+    documents = torch.arange(256, device="cuda", dtype=torch.int32)[None] // 100
+    block_mask = flashcore.create_block_mask(mods.documents(documents), 1, None, 256, 256)
+    with pytest.raises(ValueError, match="deterministic=True has no BlockMask path"):
+        flashcore.flex_attention(q, k, v, block_mask=block_mask, deterministic=True)
+    with pytest.raises(TypeError, match="deterministic must be a bool"):
+        flashcore.flex_attention(q, k, v, deterministic=1)
+
+
 def test_jit_mods_refuse_gradients():
     q, k, v = (torch.randn(1, 2, 64, 64, dtype=torch.bfloat16, device="cuda").requires_grad_()
                for _ in range(3))
@@ -145,11 +192,11 @@ def test_what_the_backward_lacks_is_refused_before_the_forward():
     def qkv(head_dim, grad=True):
         return [torch.randn(1, 2, 256, head_dim, dtype=torch.bfloat16, device="cuda")
                 .requires_grad_(grad) for _ in range(3)]
-    with pytest.raises(ValueError, match=r"head_dim 64 and 128 only \(got 96\)"):
+    with pytest.raises(ValueError, match=r"head_dim 64, 128 and 256 only \(got 96\)"):
         flashcore.flex_attention(*qkv(96), score_mod=mods.alibi(
             torch.rand(2, device="cuda")))
-    with pytest.raises(ValueError, match=r"head_dim 64 and 128 only \(got 256\)"):
-        flashcore.attention_varlen(*(x[0].transpose(0, 1) for x in qkv(256)),
+    with pytest.raises(ValueError, match=r"head_dim 64, 128 and 256 only \(got 160\)"):
+        flashcore.attention_varlen(*(x[0].transpose(0, 1) for x in qkv(160)),
                                    torch.tensor([0, 256], dtype=torch.int32, device="cuda"),
                                    torch.tensor([0, 256], dtype=torch.int32, device="cuda"),
                                    256, 256, causal=True)
@@ -177,7 +224,7 @@ def op_args(q, k, v, score_mod, block_mask):
     arrays, ints = _flex_ops._pack_fields(fields)
     qs, ks, vs = (x.transpose(1, 2) for x in (q, k, v))
     return (qs, ks, vs, *arrays, ints, [], 0.0, False, window[0], window[1], cap, True, "", "",
-            "auto")
+            "auto", True)  # deterministic: the opcheck's backward runs that path too
 
 
 def test_opcheck_with_gradients():

@@ -190,7 +190,7 @@ def test_opcheck_flex_attention_op():
     arrays = [None, None, None, slopes, None, None, counts, indices, full_counts, full_indices,
               None, None]
     ints = [-1, 64, 64, -1, -1]
-    args = (q, k, v, *arrays, ints, [], 0.0, False, -1, 0, 0.0, True, "", "", "auto")
+    args = (q, k, v, *arrays, ints, [], 0.0, False, -1, 0, 0.0, True, "", "", "auto", False)
     torch.library.opcheck(torch.ops.flashcore.flex_attention.default, args)
 
 

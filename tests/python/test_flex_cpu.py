@@ -134,8 +134,8 @@ def test_create_block_mask_takes_built_in_mask_mods_only():
 
 @pytest.mark.parametrize("jit_mod, head_dim, blocks, message", [
     (object(), 64, None, r"has no backward \(a CUDA snippet"),
-    (None, 96, None, r"head_dim 64 and 128 only \(got 96\)"),
-    (None, 256, None, r"head_dim 64 and 128 only \(got 256\)"),
+    (None, 96, None, r"head_dim 64, 128 and 256 only \(got 96\)"),
+    (None, 160, None, r"head_dim 64, 128 and 256 only \(got 160\)"),
     (None, 64, (64, 64), r"kv block a multiple of 128 \(got 64 x 64\)"),
     (None, 128, (32, 128), r"q block is a multiple of 64 .*\(got 32 x 128\)"),
 ])
@@ -144,7 +144,11 @@ def test_what_the_flex_backward_lacks_is_named_before_the_forward(jit_mod, head_
     fields = {} if blocks is None else {"block_mask": (None, None, None, None, *blocks)}
     with pytest.raises(ValueError, match=message):
         flashcore.flex._check_backward_support(jit_mod, head_dim, fields)
-    for ok_head_dim in (64, 128):
+    with pytest.raises(ValueError, match="deterministic=True has no BlockMask path"):
+        flashcore.flex._check_backward_support(
+            None, 64, {"block_mask": (None, None, None, None, 128, 128)}, deterministic=True)
+    flashcore.flex._check_backward_support(None, 64, {}, deterministic=True)
+    for ok_head_dim in (64, 128, 256):
         flashcore.flex._check_backward_support(
             None, ok_head_dim, {"block_mask": (None, None, None, None, 128, 128)})
 
