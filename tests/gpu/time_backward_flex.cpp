@@ -3,7 +3,8 @@
 // CUDA events, the median of 20 launches after 3 warm-ups, workspace preallocated. One line per
 // family with its forward (kAuto), its backward and the dense sm80 backward of the same mask class
 // for the ratio; varlen on both backwards, with its time per visible (query, key) pair against the
-// dense kAuto causal one's. Not a test: it prints numbers for docs/backward.md.
+// dense kAuto causal one's; deterministic mode on documents and varlen (sm80) against the same
+// rows without it. Not a test: it prints numbers for docs/backward.md.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -40,9 +41,10 @@ struct Buffers {
 };
 
 // Times forward and backward of f (o, lse set from buffers) and prints one line. The backward runs
-// on backward (kAuto or kSm80), or on kSm80 where the forward does.
+// on backward (kAuto or kSm80), or on kSm80 where the forward does; deterministic as asked.
 bool time_case(const char* name, AttentionParams f, const Buffers& m, float dense_ms,
-               float* bwd_ms = nullptr, flashcore::Backend backward = flashcore::Backend::kAuto) {
+               float* bwd_ms = nullptr, flashcore::Backend backward = flashcore::Backend::kAuto,
+               bool deterministic = false) {
   const flashcore::Strides st = flashcore::bshd_strides(S, H, D);
   f.o = {m.o, f.q.dtype, st};
   f.lse = static_cast<float*>(m.lse);
@@ -69,6 +71,7 @@ bool time_case(const char* name, AttentionParams f, const Buffers& m, float dens
   b.max_seqlen_k = f.max_seqlen_k;
   b.flex = f.flex;
   b.backend = f.backend == flashcore::Backend::kSm80 ? flashcore::Backend::kSm80 : backward;
+  b.deterministic = deterministic;
   const size_t bytes = flashcore::backward_workspace_bytes(b);
   if (bytes == 0) {
     std::fprintf(stderr, "%s: %s\n", name, flashcore::can_implement_backward(b).message.c_str());
@@ -144,7 +147,13 @@ bool run_all() {
     AttentionParams f = base;
     f.causal = true;
     f.flex.mask.documents = flashcore::flex::document_mask(static_cast<const int32_t*>(d_docs), S);
-    if (!time_case("documents 1024 causal", f, m, dense_causal)) return false;
+    float documents = 0, documents_deterministic = 0;
+    if (!time_case("documents 1024 causal", f, m, dense_causal, &documents)) return false;
+    if (!time_case("documents 1024 causal, deterministic", f, m, dense_causal,
+                   &documents_deterministic, flashcore::Backend::kAuto, true)) {
+      return false;
+    }
+    std::printf("  deterministic mode: %.2fx\n", documents_deterministic / documents);
     flashcore::flex::BuiltinMask host_mask;
     host_mask.window = flashcore::flex::causal_mask();
     host_mask.documents = flashcore::flex::document_mask(doc_ids.data(), S);
@@ -209,6 +218,15 @@ bool run_all() {
           "  per visible pair (%.2fx the dense causal pairs): %.2fx the dense kAuto causal\n",
           pairs / dense_pairs, bwd / pairs / (dense_auto_causal / dense_pairs));
     }
+    // Deterministic varlen: the sm90 backward refuses it, so kAuto runs sm80.
+    float sm80 = 0, deterministic = 0;
+    if (!time_case("varlen 16k tokens causal, sm80 bwd", f, m, 0, &sm80,
+                   flashcore::Backend::kSm80) ||
+        !time_case("varlen 16k tokens causal, deterministic", f, m, 0, &deterministic,
+                   flashcore::Backend::kAuto, true)) {
+      return false;
+    }
+    std::printf("  deterministic mode: %.2fx the sm80 varlen backward\n", deterministic / sm80);
   }
   return true;
 }
