@@ -301,10 +301,15 @@ TEST(BackwardValidation, FlexBackwardSaysWhatItRuns) {
   auto sm80 = [&](const BackwardParams& p) {
     return std::string(detail::sm80_backward_rejects(detail::make_backward_problem(p), h100));
   };
+  // Varlen, deterministic mode included, at every head dim the backward has.
   BackwardParams p = varlen_params();
   EXPECT_EQ(sm80(p), "");
   p.deterministic = true;
-  EXPECT_NE(sm80(p).find("deterministic=false"), std::string::npos) << sm80(p);
+  EXPECT_EQ(sm80(p), "");
+  p.head_dim = 256;
+  EXPECT_EQ(sm80(p), "");
+  p.head_dim = 96;
+  EXPECT_NE(sm80(p), "");
 
   p = valid_params();
   p.flex.block_mask = flex::block_mask_shape(2, 8, 100, 200, 128, 64);
@@ -314,6 +319,10 @@ TEST(BackwardValidation, FlexBackwardSaysWhatItRuns) {
   p.flex.block_mask.kv_block_size = 128;
   p.flex.block_mask.q_block_size = 64;
   EXPECT_EQ(sm80(p), "");
+  // Deterministic mode has no BlockMask path: its count of the CTAs ahead is per thread.
+  p.deterministic = true;
+  EXPECT_NE(sm80(p).find("BlockMask"), std::string::npos) << sm80(p);
+  EXPECT_NE(sm80(p).find("deterministic=false"), std::string::npos) << sm80(p);
 
   auto sm90 = [&](const BackwardParams& params) {
     return std::string(detail::sm90_backward_rejects(detail::make_backward_problem(params), h100));
