@@ -130,8 +130,7 @@ def attention(
         )
     if not isinstance(enable_pdl, bool):
         raise TypeError(f"enable_pdl must be a bool, got {enable_pdl!r}")
-    if not isinstance(deterministic, bool):
-        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+    flex._check_deterministic(deterministic)
     kernel = (backend, int(num_splits), tile, enable_pdl)
     causal = bool(causal)
     softcap = float(softcap)

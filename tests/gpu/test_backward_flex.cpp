@@ -111,6 +111,17 @@ const char* pruned_for(const FlexCase& c) {
   return detail::pruned_reason(c.dtype, static_cast<int>(c.head_dim));
 }
 
+// No NaN, each gradient within the parity tolerance of the float64 reference, and the rows that
+// see nothing (keys nobody sees) exactly zero.
+void expect_matches_reference(const FlexCase& c, const FlexBackwardResult& r) {
+  EXPECT_EQ(r.nan_count, 0);
+  const double tolerance = reference::parity_tolerance(c.dtype);
+  EXPECT_LE(r.rel_l2_dq, tolerance);
+  EXPECT_LE(r.rel_l2_dk, tolerance);
+  EXPECT_LE(r.rel_l2_dv, tolerance);
+  EXPECT_EQ(r.zero_errors, 0) << "of " << r.zero_rows << " rows that must be zero";
+}
+
 TEST_P(BackwardFlex, MatchesFloat64Reference) {
   FLASHCORE_REQUIRE_GPU();
   const FlexCase& c = GetParam();
@@ -124,12 +135,7 @@ TEST_P(BackwardFlex, MatchesFloat64Reference) {
   if (::testing::Test::HasFatalFailure()) return;
   EXPECT_EQ(r.backend, expected_backend(c))
       << "kAuto runs varlen batches without flex mods on sm90 (on an sm_90 GPU), the rest on sm80";
-  EXPECT_EQ(r.nan_count, 0);
-  const double tolerance = reference::parity_tolerance(c.dtype);
-  EXPECT_LE(r.rel_l2_dq, tolerance);
-  EXPECT_LE(r.rel_l2_dk, tolerance);
-  EXPECT_LE(r.rel_l2_dv, tolerance);
-  EXPECT_EQ(r.zero_errors, 0) << "of " << r.zero_rows << " rows that must be zero";
+  expect_matches_reference(c, r);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, BackwardFlex, ::testing::ValuesIn(backward_flex_cases()),
@@ -147,12 +153,7 @@ TEST_P(BackwardFlexA100Tile, MatchesFloat64Reference) {
   FlexBackwardResult r;
   run_flex_backward_case(c, &r, {.sm80_smem_per_block = size_t{163} * 1024});
   if (::testing::Test::HasFatalFailure()) return;
-  EXPECT_EQ(r.nan_count, 0);
-  const double tolerance = reference::parity_tolerance(c.dtype);
-  EXPECT_LE(r.rel_l2_dq, tolerance);
-  EXPECT_LE(r.rel_l2_dk, tolerance);
-  EXPECT_LE(r.rel_l2_dv, tolerance);
-  EXPECT_EQ(r.zero_errors, 0) << "of " << r.zero_rows << " rows that must be zero";
+  expect_matches_reference(c, r);
 }
 
 std::vector<FlexCase> a100_tile_cases() {
@@ -186,12 +187,7 @@ TEST_P(BackwardFlexDeterministic, BitwiseIdenticalAndMatchesReference) {
   if (::testing::Test::HasFatalFailure()) return;
   EXPECT_EQ(r.backend, Backend::kSm80) << "deterministic varlen and flex run on sm80";
   EXPECT_EQ(r.run_to_run_differences, 0) << "bytes differ between runs";
-  EXPECT_EQ(r.nan_count, 0);
-  const double tolerance = reference::parity_tolerance(c.dtype);
-  EXPECT_LE(r.rel_l2_dq, tolerance);
-  EXPECT_LE(r.rel_l2_dk, tolerance);
-  EXPECT_LE(r.rel_l2_dv, tolerance);
-  EXPECT_EQ(r.zero_errors, 0) << "of " << r.zero_rows << " rows that must be zero";
+  expect_matches_reference(c, r);
 }
 
 std::vector<FlexCase> deterministic_cases() {

@@ -98,6 +98,22 @@ def test_flex_gradients_match_float64_autograd(dtype, head_dim):
             assert err <= TOLERANCE[dtype], f"{name}: dsinks rel L2 {err:.2e} (seed {RUN_SEED})"
 
 
+def varlen_causal_reference_grads(q, k, v, d_o, lengths):
+    """The float64 gradients of causal attention over each packed sequence alone ([total, H, D]
+    tensors, lengths in order), packed as flashcore's."""
+    ref_grads = [torch.zeros_like(x, dtype=torch.float64) for x in (q, k, v)]
+    start = 0
+    for n in lengths:
+        if n:
+            rows = slice(start, start + n)
+            seq = [x[rows].transpose(0, 1)[None].double().requires_grad_() for x in (q, k, v)]
+            reference(*seq, mods.causal()).backward(d_o[rows].transpose(0, 1)[None].double())
+            for ref, leaf in zip(ref_grads, seq):
+                ref[rows] = leaf.grad[0].transpose(0, 1)
+        start += n
+    return ref_grads
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("D", [64, 256])
 def test_varlen_gradients_match_each_sequence_alone(dtype, D):
@@ -113,19 +129,9 @@ def test_varlen_gradients_match_each_sequence_alone(dtype, D):
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     out = flashcore.attention_varlen(*leaves, cu, cu, max(lengths), max(lengths), causal=True)
     out.backward(d_o)
-    # Each sequence's float64 gradients, packed as flashcore's, compared as one tensor each: a
-    # sequence of one row and one key has dq = 0 exactly in float64 (P = 1, dP = D) and a few
-    # ulps in fp32, so a per-sequence relative error would divide by zero.
-    ref_grads = [torch.zeros_like(x, dtype=torch.float64) for x in (q, k, v)]
-    start = 0
-    for n in lengths:
-        if n:
-            rows = slice(start, start + n)
-            seq = [x[rows].transpose(0, 1)[None].double().requires_grad_() for x in (q, k, v)]
-            reference(*seq, mods.causal()).backward(d_o[rows].transpose(0, 1)[None].double())
-            for ref, leaf in zip(ref_grads, seq):
-                ref[rows] = leaf.grad[0].transpose(0, 1)
-        start += n
+    # Compared as one tensor each: a sequence of one row and one key has dq = 0 exactly in float64
+    # (P = 1, dP = D) and a few ulps in fp32, so a per-sequence relative error would divide by zero.
+    ref_grads = varlen_causal_reference_grads(q, k, v, d_o, lengths)
     for name, leaf, ref in zip("qkv", leaves, ref_grads):
         assert torch.isfinite(leaf.grad).all(), f"d{name}: NaN/inf (seed {RUN_SEED})"
         err = rel_l2(leaf.grad, ref)
@@ -152,14 +158,13 @@ def test_deterministic_varlen_gradients_are_bitwise_repeatable(D):
     for name, first, second in zip("qkv", *runs):
         assert torch.equal(first.view(torch.int16), second.view(torch.int16)), (
             f"d{name} differs between runs (seed {RUN_SEED})")
+    ref_grads = varlen_causal_reference_grads(q, k, v, d_o, lengths)
     start = 0
     for n in lengths:
         if n:
             rows = slice(start, start + n)
-            seq = [x[rows].transpose(0, 1)[None].double().requires_grad_() for x in (q, k, v)]
-            reference(*seq, mods.causal()).backward(d_o[rows].transpose(0, 1)[None].double())
-            for name, leaf, grad in zip("qkv", seq, runs[0]):
-                err = rel_l2(grad[rows].transpose(0, 1)[None], leaf.grad)
+            for name, grad, ref in zip("qkv", runs[0], ref_grads):
+                err = rel_l2(grad[rows], ref[rows])
                 assert err <= TOLERANCE[torch.bfloat16], (
                     f"d{name} rel L2 {err:.2e} (seed {RUN_SEED})")
         start += n

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <utility>
 #include <vector>
@@ -117,21 +118,27 @@ void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result,
   p.backend = c.backend;
   p.deterministic = options.deterministic;
   result->backend = resolve_backward_backend(p);
+  // The sm80 launch for a given shared-memory size takes the workspace run_backward would
+  // allocate itself: one for every run.
+  const bool sm80_tile = options.sm80_smem_per_block != 0;
+  if (sm80_tile) {
+    const Status checked = can_implement_backward(p);
+    ASSERT_TRUE(checked.ok()) << "backward: " << checked.message;
+  }
+  std::optional<detail::BackwardProblem> problem;
+  if (sm80_tile) problem = detail::make_backward_problem(p);
+  DeviceBuffer workspace(sm80_tile ? detail::sm80_backward_workspace_bytes(*problem) : 0);
   std::vector<uint8_t> first_bits;
   for (int run_index = 0; run_index < options.runs; ++run_index) {
     for (const DeviceBuffer* b : {&dq, &dk, &dv}) {
       ASSERT_EQ(cudaMemset(b->get(), 0xff, b->bytes()), cudaSuccess);
     }
-    if (options.sm80_smem_per_block == 0) {
+    if (!sm80_tile) {
       const Status bs = run_backward(p, /*workspace=*/nullptr, 0, /*stream=*/nullptr);
       ASSERT_TRUE(bs.ok()) << "backward: " << bs.message;
     } else {
-      const Status checked = can_implement_backward(p);
-      ASSERT_TRUE(checked.ok()) << "backward: " << checked.message;
-      const detail::BackwardProblem problem = detail::make_backward_problem(p);
-      DeviceBuffer workspace(detail::sm80_backward_workspace_bytes(problem));
       const Status bs = detail::launch_sm80_backward_tile(
-          problem, workspace.get(), options.sm80_smem_per_block, /*stream=*/nullptr);
+          *problem, workspace.get(), options.sm80_smem_per_block, /*stream=*/nullptr);
       ASSERT_TRUE(bs.ok()) << "backward: " << bs.message;
       result->backend = Backend::kSm80;
     }
