@@ -5,7 +5,9 @@ the ratios and whether the bars hold, and exits 1 when one misses.
 
 The bars (docs/backward.md): bf16 hd128 at S 4096-16384 and bf16 hd64 at least 1.0x cuDNN's
 backward; hd256 at least 0.9x; every shape at least 1.3x FlashAttention-2's. A shape timed more than
-once (flashcore_time_backward's rows repeated in a call) counts by its median time.
+once counts by its median time, ours and the peers' alike: a call that alternates the two (ours,
+the peers, ours, the peers, ...) compares medians of runs taken side by side in time, so that
+the machine's drift between runs (3-11% on cuDNN's own times) weighs on both.
 
 Usage: python3 scripts/backward_bars.py TIME_BACKWARD_LOG SDPA_LOG"""
 
@@ -60,7 +62,8 @@ def read_ours(lines):
 
 
 def read_peers(lines):
-    """{shape: {"cudnn": ms, "flash2": ms}} (a peer that did not take the shape is absent)."""
+    """{shape: {"cudnn": [ms, ...], "flash2": [ms, ...]}} (a peer that did not take the shape is
+    absent)."""
     peers = {}
     for line in lines:
         m = PEERS.match(line.strip())
@@ -69,7 +72,8 @@ def read_peers(lines):
         dtype = "bf16" if m["dtype"] == "bfloat16" else "fp16"
         shape = Shape(int(m["b"]), int(m["h"]), int(m["s"]), int(m["d"]), dtype,
                       m["causal"] is not None)
-        peers[shape] = {t["peer"]: float(t["ms"]) for t in PEER_TIME.finditer(m["rest"])}
+        for t in PEER_TIME.finditer(m["rest"]):
+            peers.setdefault(shape, {}).setdefault(t["peer"], []).append(float(t["ms"]))
     return peers
 
 
@@ -95,6 +99,15 @@ def verdict(ratio, bar):
     return "holds" if ratio >= bar else "**misses**"
 
 
+def runs(times):
+    """A shape's times as the table shows them: each run, then the median where there are
+    several."""
+    if not times:
+        return "-"
+    shown = " / ".join(f"{t:.3f}" for t in times)
+    return shown if len(times) == 1 else f"{shown} (median {statistics.median(times):.3f})"
+
+
 def table(ours, peers):
     """The markdown rows and whether every bar held."""
     rows = ["| shape | flashcore ms | cuDNN ms | FA2 ms | vs cuDNN | bar | vs FA2 | bar |",
@@ -103,7 +116,8 @@ def table(ours, peers):
     for shape, times in ours.items():
         ms = statistics.median(times)
         peer = peers.get(shape, {})
-        cudnn, flash2 = peer.get("cudnn"), peer.get("flash2")
+        cudnn, flash2 = (statistics.median(peer[p]) if peer.get(p) else None
+                         for p in ("cudnn", "flash2"))
         vs_cudnn = cudnn / ms if cudnn else None
         vs_flash2 = flash2 / ms if flash2 else None
         bar = cudnn_bar(shape)
@@ -115,9 +129,9 @@ def table(ours, peers):
         if flash2 is None:
             flash2_verdict = "**no peer time**"
         all_hold &= "**" not in cudnn_verdict + flash2_verdict
-        shown = " / ".join(f"{t:.3f}" for t in times)
         rows.append(
-            f"| {shape.label()} | {shown} | {cudnn or '-'} | {flash2 or '-'} | "
+            f"| {shape.label()} | {runs(times)} | {runs(peer.get('cudnn'))} | "
+            f"{runs(peer.get('flash2'))} | "
             f"{f'{vs_cudnn:.3f}x' if vs_cudnn else '-'} | "
             f"{f'>= {bar}x ' if bar else ''}{cudnn_verdict} | "
             f"{f'{vs_flash2:.2f}x' if vs_flash2 else '-'} | {flash2_verdict} |")

@@ -2,7 +2,8 @@
 tests/gpu/time_backward.cpp, so that flashcore's backward has its peers from the same machine:
 the median of 20 backward passes (torch.autograd.grad of one forward's output) after 3 warm-ups,
 CUDA events, bf16/fp16 BHSD tensors. --head-dims picks the shapes by head dim (default 64,128;
-the hd256 shapes only when asked, so the default run stays as long as it was)."""
+the hd256 shapes only when asked, so the default run stays as long as it was); --seqlens keeps only
+the shapes of those sequence lengths (default: every one), for runs alternated with ours."""
 
 import argparse
 
@@ -51,9 +52,13 @@ def median_ms(fn):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--head-dims", default="64,128", help="comma-separated head dims to time")
-    head_dims = {int(d) for d in parser.parse_args().head_dims.split(",")}
+    parser.add_argument("--seqlens", default="", help="comma-separated sequence lengths (default all)")
+    args = parser.parse_args()
+    head_dims = {int(d) for d in args.head_dims.split(",")}
+    seqlens = {int(s) for s in args.seqlens.split(",") if s}
     print(torch.__version__, torch.cuda.get_device_name(), "cudnn", torch.backends.cudnn.version())
-    for b, h, s, d, causal, dtype in (shape for shape in SHAPES if shape[3] in head_dims):
+    chosen = [sh for sh in SHAPES if sh[3] in head_dims and (not seqlens or sh[2] in seqlens)]
+    for b, h, s, d, causal, dtype in chosen:
         q, k, v, d_o = (torch.randn(b, h, s, d, device="cuda", dtype=dtype) for _ in range(4))
         for t in (q, k, v):
             t.requires_grad_(True)

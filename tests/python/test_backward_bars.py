@@ -44,11 +44,11 @@ def test_rows_are_the_plain_sm90_ones_with_repeats_kept():
 
 def test_peers_by_shape_and_a_peer_without_the_shape():
     peers = backward_bars.read_peers(PEERS.splitlines())
-    assert peers[shape(2, 16, 8192, 128)] == {"cudnn": 5.277, "flash2": 9.463}
-    assert peers[shape(1, 4, 2048, 128)] == {"cudnn": 0.177, "flash2": 0.19}
+    assert peers[shape(2, 16, 8192, 128)] == {"cudnn": [5.277], "flash2": [9.463]}
+    assert peers[shape(1, 4, 2048, 128)] == {"cudnn": [0.177], "flash2": [0.19]}
     missing = backward_bars.read_peers(["B1 H4 S2048 D128 bfloat16 | cudnn bwd 0.177 ms 97.0 "
                                         "TFLOP/s | flash2 n/a (no kernel)"])
-    assert missing[shape(1, 4, 2048, 128)] == {"cudnn": 0.177}
+    assert missing[shape(1, 4, 2048, 128)] == {"cudnn": [0.177]}
 
 
 def test_the_issue_bars_per_shape():
@@ -65,16 +65,36 @@ def test_a_missed_bar_fails_and_the_table_says_which():
     rows, all_hold = backward_bars.table(ours, peers)
     assert all_hold, "\n".join(rows)
     # The same rows against a cuDNN 10% faster at S8192: that row's bar misses.
-    peers[shape(2, 16, 8192, 128)]["cudnn"] = 4.7
+    peers[shape(2, 16, 8192, 128)]["cudnn"] = [4.7]
     rows, all_hold = backward_bars.table(ours, peers)
     assert not all_hold
     assert any("S8192" in row and "**misses**" in row for row in rows)
     # A barred shape with no peer time at all is a miss, not a pass.
-    peers[shape(2, 16, 8192, 128)]["cudnn"] = 5.277
+    peers[shape(2, 16, 8192, 128)]["cudnn"] = [5.277]
     del peers[shape(4, 32, 4096, 64, True)]
     rows, all_hold = backward_bars.table(ours, peers)
     assert not all_hold
     assert any("D64" in row and "no peer time" in row for row in rows)
+
+
+def test_alternated_runs_compare_medians():
+    # Session 15's call on the H100: main's hd128 B2 S8192 and SDPA cuDNN alternated five times.
+    ours = backward_bars.read_ours(
+        f"B2 Hq16 Hkv16 S8192 D128 bf16 | fwd 1.57 ms (sm90) | bwd {ms} ms 540.0 TFLOP/s (sm90)"
+        for ms in ("5.072", "4.937", "5.118", "5.071", "5.056"))
+    peers = backward_bars.read_peers(
+        f"B2 H16 S8192 D128 bfloat16 | cudnn bwd {ms} ms 538.6 TFLOP/s | flash2 bwd 9.4 ms 1 TFLOP/s"
+        for ms in ("5.104", "5.345", "5.050", "5.129", "5.205"))
+    assert peers[shape(2, 16, 8192, 128)]["cudnn"] == [5.104, 5.345, 5.050, 5.129, 5.205]
+    rows, all_hold = backward_bars.table(ours, peers)
+    # Medians 5.071 and 5.129: 1.011x, although cuDNN was faster in round 3 (5.050 against 5.118).
+    assert all_hold, "\n".join(rows)
+    assert "1.011x" in rows[2] and "(median 5.129)" in rows[2] and "(median 5.071)" in rows[2]
+    # A cuDNN 2% faster in every round misses, whatever one round says.
+    faster = {"cudnn": [t * 0.98 for t in peers[shape(2, 16, 8192, 128)]["cudnn"]],
+              "flash2": [9.4]}
+    rows, all_hold = backward_bars.table(ours, {shape(2, 16, 8192, 128): faster})
+    assert not all_hold
 
 
 def test_main_exit_status(tmp_path):
