@@ -373,9 +373,6 @@ def _check_backward_support(jit_mod, head_dim, fields, deterministic=False):
                f"{_BACKWARD_Q_BLOCK} and kv block a multiple of {_BACKWARD_KV_BLOCK} (got "
                f"{fields['block_mask'][4]} x {fields['block_mask'][5]}): build the BlockMask with "
                f"BLOCK_SIZE={_BACKWARD_KV_BLOCK} (PyTorch's default) to train")
-    elif deterministic and "block_mask" in fields:
-        why = ("deterministic=True has no BlockMask path yet (varlen batches and the built-in "
-               "mods without a BlockMask have one): pass deterministic=False")
     if why is not None:
         raise ValueError(f"q, k or v requires grad but {why}, or call under torch.no_grad()")
 

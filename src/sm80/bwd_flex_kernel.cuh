@@ -122,11 +122,17 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     }
   };
   // Whether the CTA of key block n walks query block m_block of head, by the walk's own tests
-  // (walked_m_blocks, then classify's visibility), so that deterministic mode counts exactly the
-  // CTAs that add to the query block. Per thread: not with a BlockMask, whose lookup is the CTA's.
+  // (walked_m_blocks, then classify's visibility or BlockMask listing), so that deterministic mode
+  // counts exactly the CTAs that add to the query block. Per thread: each asks for its own n.
   auto cta_walks = [&](int n, int head, int m_block) {
     const int begin = n * Traits::kBlockN;
     if (begin >= seq.seqlen_k) return false;
+    if (has_block_mask) {  // every query block is walked; the lists say which are skipped
+      return block_mask_lists(
+          fp.block_mask, batch, head,
+          m_block * Traits::kBlockM / static_cast<int>(fp.block_mask.q_block_size),
+          begin / static_cast<int>(fp.block_mask.kv_block_size));
+    }
     const int end = min(begin + Traits::kBlockN, seq.seqlen_k);
     const RowRange<int> walked = walked_m_blocks(begin, end);
     if (m_block < walked.begin || m_block >= walked.end) return false;

@@ -34,6 +34,25 @@ __device__ __forceinline__ RowRange<int> flex_rows_seeing_keys(const Mask& mask,
   }
 }
 
+// One query block's row of a BlockMask: its lists start at offset of kv_indices and
+// full_kv_indices, num_partial and num_full entries long.
+struct BlockMaskRow {
+  int64_t offset;
+  int num_partial, num_full;
+};
+
+__device__ __forceinline__ BlockMaskRow block_mask_row(const flex::BlockMask& m, int b, int h,
+                                                       int q_block) {
+  const int q_block_size = static_cast<int>(m.q_block_size);
+  const int kv_block_size = static_cast<int>(m.kv_block_size);
+  const int mq = (static_cast<int>(m.seqlen_q) + q_block_size - 1) / q_block_size;
+  const int64_t mk = (static_cast<int>(m.seqlen_k) + kv_block_size - 1) / kv_block_size;
+  const int64_t row =
+      ((m.batch == 1 ? 0 : int64_t{b}) * m.heads + (m.heads == 1 ? 0 : h)) * mq + q_block;
+  return {row * mk, m.kv_num_blocks[row],
+          m.full_kv_num_blocks != nullptr ? m.full_kv_num_blocks[row] : 0};
+}
+
 // How the BlockMask lists KV block kv_block for query block q_block of (b, h): kSkip (not at all),
 // kPartial or kFull. Every thread of the CTA calls it (its lists are scanned cooperatively, one
 // entry per thread, and the answers meet in two barrier reductions), so the walk reads no
@@ -41,20 +60,13 @@ __device__ __forceinline__ RowRange<int> flex_rows_seeing_keys(const Mask& mask,
 __device__ __forceinline__ detail::TileMasking block_mask_listing(const flex::BlockMask& m, int b,
                                                                   int h, int q_block,
                                                                   int kv_block) {
-  const int q_block_size = static_cast<int>(m.q_block_size);
-  const int kv_block_size = static_cast<int>(m.kv_block_size);
-  const int mq = (static_cast<int>(m.seqlen_q) + q_block_size - 1) / q_block_size;
-  const int64_t mk = (static_cast<int>(m.seqlen_k) + kv_block_size - 1) / kv_block_size;
-  const int64_t row =
-      ((m.batch == 1 ? 0 : int64_t{b}) * m.heads + (m.heads == 1 ? 0 : h)) * mq + q_block;
-  const int num_partial = m.kv_num_blocks[row];
-  const int num_full = m.full_kv_num_blocks != nullptr ? m.full_kv_num_blocks[row] : 0;
+  const BlockMaskRow row = block_mask_row(m, b, h, q_block);
   bool partial = false, full = false;
-  for (int j = static_cast<int>(threadIdx.x); j < num_partial + num_full;
+  for (int j = static_cast<int>(threadIdx.x); j < row.num_partial + row.num_full;
        j += static_cast<int>(blockDim.x)) {
-    const bool in_partial = j < num_partial;
-    const int32_t index =
-        in_partial ? m.kv_indices[row * mk + j] : m.full_kv_indices[row * mk + j - num_partial];
+    const bool in_partial = j < row.num_partial;
+    const int32_t index = in_partial ? m.kv_indices[row.offset + j]
+                                     : m.full_kv_indices[row.offset + j - row.num_partial];
     if (index == kv_block) {
       partial |= in_partial;
       full |= !in_partial;
@@ -62,6 +74,23 @@ __device__ __forceinline__ detail::TileMasking block_mask_listing(const flex::Bl
   }
   if (__syncthreads_or(full)) return detail::TileMasking::kFull;
   return __syncthreads_or(partial) ? detail::TileMasking::kPartial : detail::TileMasking::kSkip;
+}
+
+// Whether the BlockMask lists KV block kv_block for query block q_block of (b, h) at all (as
+// block_mask_listing() != kSkip), read by one thread alone: deterministic mode asks it of many
+// key blocks at once, one per thread, so each thread scans the row's lists itself (the same
+// entries for every thread, so the reads are broadcasts). A block listed twice counts once, as
+// the walk runs it once.
+__device__ __forceinline__ bool block_mask_lists(const flex::BlockMask& m, int b, int h,
+                                                 int q_block, int kv_block) {
+  const BlockMaskRow row = block_mask_row(m, b, h, q_block);
+  for (int j = 0; j < row.num_partial; ++j) {
+    if (m.kv_indices[row.offset + j] == kv_block) return true;
+  }
+  for (int j = 0; j < row.num_full; ++j) {
+    if (m.full_kv_indices[row.offset + j] == kv_block) return true;
+  }
+  return false;
 }
 
 // Where a warp's key-major tile sits in its sequence: keys key0 + mt * 16 + lane / 4 (+ 8), query

@@ -85,10 +85,6 @@ const char* sm80_backward_rejects(const BackwardProblem& problem, const cudaDevi
     return "needs more shared memory per block than this GPU allows for this head_dim";
   }
   if (problem.is_flex()) {
-    if (a.deterministic && a.flex.has_block_mask()) {
-      return "has no deterministic mode with a BlockMask yet (varlen batches and the built-in "
-             "mods without one have it); pass deterministic=false";
-    }
     const flex::BlockMask& m = a.flex.block_mask;
     if (a.flex.has_block_mask() &&
         (m.q_block_size % kFlexBlockM != 0 || m.kv_block_size % kFlexBlockN != 0)) {

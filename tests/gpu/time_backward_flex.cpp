@@ -3,8 +3,9 @@
 // CUDA events, the median of 20 launches after 3 warm-ups, workspace preallocated. One line per
 // family with its forward (kAuto), its backward and the dense sm80 backward of the same mask class
 // for the ratio; varlen on both backwards, with its time per visible (query, key) pair against the
-// dense kAuto causal one's; deterministic mode on documents and varlen (sm80) against the same
-// rows without it. Not a test: it prints numbers for docs/backward.md.
+// dense kAuto causal one's; deterministic mode on documents (with and without a BlockMask) and
+// varlen (sm80) against the same rows without it. Not a test: it prints numbers for
+// docs/backward.md.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -170,7 +171,13 @@ bool run_all() {
     f.flex.block_mask.kv_indices = static_cast<const int32_t*>(indices);
     f.flex.block_mask.full_kv_num_blocks = static_cast<const int32_t*>(full_counts);
     f.flex.block_mask.full_kv_indices = static_cast<const int32_t*>(full_indices);
-    if (!time_case("documents 1024 causal + BlockMask", f, m, dense_causal)) return false;
+    float listed = 0, listed_deterministic = 0;
+    if (!time_case("documents 1024 causal + BlockMask", f, m, dense_causal, &listed) ||
+        !time_case("documents 1024 causal + BlockMask, deterministic", f, m, dense_causal,
+                   &listed_deterministic, flashcore::Backend::kAuto, true)) {
+      return false;
+    }
+    std::printf("  deterministic mode: %.2fx\n", listed_deterministic / listed);
   }
   {
     AttentionParams f = base;

@@ -170,15 +170,37 @@ def test_deterministic_varlen_gradients_are_bitwise_repeatable(D):
         start += n
 
 
-def test_deterministic_with_a_block_mask_is_refused_before_the_forward():
+@pytest.mark.parametrize("D", [64, 256])
+def test_deterministic_block_mask_gradients_are_bitwise_repeatable(D):
+    """flex_attention(block_mask=..., deterministic=True): two backwards of the same step give the
+    same bits, and they are the gradients (float64 autograd of the same mask). Documents of random
+    lengths: a BlockMask that is a list (a causal one is the window's own and runs without its
+    lists), with key blocks that see a query block not one contiguous range."""
+    B, Hq, Hkv, S = 2, 4, 2, 700
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 4)
+    q, k, v, d_o = (torch.randn(B, h, S, D, dtype=torch.bfloat16, device="cuda", generator=g)
+                    for h in (Hq, Hkv, Hkv, Hq))
+    documents = torch.randint(0, 4, (B, S), device="cuda", generator=g).sort(-1).values.int()
+    mask_mod = mods.and_masks(mods.prefix_lm(150), mods.documents(documents))
+    block_mask = flashcore.create_block_mask(mask_mod, B, None, S, S, BLOCK_SIZE=128)
+    runs = []
+    for _ in range(2):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = flashcore.flex_attention(*leaves, block_mask=block_mask, enable_gqa=True,
+                                       deterministic=True)
+        out.backward(d_o)
+        runs.append(leaves)
+    for name, first, second in zip("qkv", *runs):
+        assert torch.equal(first.grad.view(torch.int16), second.grad.view(torch.int16)), (
+            f"d{name} differs between runs (seed {RUN_SEED})")
+    ref_leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    reference(*ref_leaves, mask_mod).backward(d_o.double())
+    check_grads(runs[0], ref_leaves, torch.bfloat16, "deterministic BlockMask")
+
+
+def test_deterministic_must_be_a_bool():
     q, k, v = (torch.randn(1, 2, 256, 64, dtype=torch.bfloat16, device="cuda").requires_grad_()
                for _ in range(3))
-    # Documents: a BlockMask that is a list (a causal one is the window's own and runs without
-    # its lists, deterministic mode included).
-    documents = torch.arange(256, device="cuda", dtype=torch.int32)[None] // 100
-    block_mask = flashcore.create_block_mask(mods.documents(documents), 1, None, 256, 256)
-    with pytest.raises(ValueError, match="deterministic=True has no BlockMask path"):
-        flashcore.flex_attention(q, k, v, block_mask=block_mask, deterministic=True)
     with pytest.raises(TypeError, match="deterministic must be a bool"):
         flashcore.flex_attention(q, k, v, deterministic=1)
 
