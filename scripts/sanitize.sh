@@ -49,8 +49,11 @@ filter+=':*BackwardFlex.*/block_mask_random_empty_rows:*BackwardFlex.*/alibi_sof
 filter+=':*BackwardFlex.*/varlen_causal_softcap_hd64_fp16_sm90'
 # The sm80 flex backward at hd256, on the H100's 64-row tile and on the A100's 32-row one.
 filter+=':*BackwardFlex.*/hd256_varlen_causal_gqa_softcap:*BackwardFlexA100Tile.*/hd256_varlen_causal_gqa_softcap'
-# Deterministic mode on the flex backward: the counted turns and their semaphores.
-filter+=':*BackwardFlexDeterministic*/varlen_window_hd64_fp16'
+# Deterministic mode on varlen and flex: sm80's counted turns and their semaphores (from the walk's
+# tests and from a BlockMask's lists), sm90's turns per sequence in its dQ writer warp.
+filter+=':*BackwardFlexDeterministic*/varlen_window_hd64_fp16_sm80'
+filter+=':*BackwardFlexDeterministic*/varlen_causal_softcap_gqa_hd64_sm90'
+filter+=':*BackwardFlexDeterministic*/block_mask_random_gqa_softcap_hd64'
 status=0
 # The dependent-launch test's "did the dependent start early" control cannot hold when the
 # sanitizer serializes launches; it skips itself with that reason under this variable.

@@ -29,15 +29,16 @@ __device__ __forceinline__ int key_block_of_cta(bool deterministic) {
 // The count of adds key block n_block waits for at the query block whose rows start at m_row0
 // (kBlockM rows), which it sees: last - n_block, last the highest key block that sees the query
 // block. rows_seeing_keys(...).begin is nondecreasing in the key block, so a binary search over
-// [n_block, num_n_blocks - 1].
+// [n_block, last key block]. mask: the problem's, or a varlen sequence's (its keys are the key
+// blocks of the count, so a tile past them, which adds nothing, is never counted).
 template <int kBlockM, int kBlockN>
-__device__ __forceinline__ int dq_turn(const BwdParams& p, int m_row0, int n_block) {
-  int lo = n_block, hi = p.num_n_blocks - 1;
+__device__ __forceinline__ int dq_turn(const WindowMask<int>& mask, int m_row0, int n_block) {
+  int lo = n_block, hi = (mask.seqlen_k + kBlockN - 1) / kBlockN - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
     const int key_begin = mid * kBlockN;
-    const int key_end = min(key_begin + kBlockN, p.seqlen_k);
-    const RowRange<int> rows = rows_seeing_keys(p.mask, key_begin, key_end);
+    const int key_end = min(key_begin + kBlockN, mask.seqlen_k);
+    const RowRange<int> rows = rows_seeing_keys(mask, key_begin, key_end);
     // Past n_block, rows.end only grows, so seeing the block comes down to its first row.
     if (rows.begin < rows.end && rows.begin < m_row0 + kBlockM) {
       lo = mid;
@@ -46,6 +47,12 @@ __device__ __forceinline__ int dq_turn(const BwdParams& p, int m_row0, int n_blo
     }
   }
   return lo - n_block;
+}
+
+// The dense problem's turn (p.mask covers every batch entry).
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ int dq_turn(const BwdParams& p, int m_row0, int n_block) {
+  return dq_turn<kBlockM, kBlockN>(p.mask, m_row0, n_block);
 }
 
 // Spins (one thread) until the semaphore reaches turn. The acquire load orders what the thread

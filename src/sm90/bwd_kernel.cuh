@@ -214,8 +214,9 @@ __device__ void write_dq(const BwdKernelParams<Traits>& params,
       if (issuer) {
         const int row0 = m_block * Traits::kBlockM;
         if (deterministic) {
-          wait_for_dq_turn(semaphore,
-                           sm80::dq_turn<Traits::kBlockM, Traits::kBlockN>(p, row0, walk.n_block));
+          // Varlen: the turn among the sequence's own key blocks, under its mask.
+          wait_for_dq_turn(semaphore, sm80::dq_turn<Traits::kBlockM, Traits::kBlockN>(
+                                          walk.window<Traits::kVarlen>(p), row0, walk.n_block));
         }
         const int64_t tile_row = walk.workspace_row<Traits::kVarlen>(p, at.head) + row0;
         float* accum = p.dq_accum + tile_row * Traits::kHeadDim;

@@ -44,11 +44,8 @@ const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDevi
     return "does not implement flex options yet (mask_mod, score_mod, BlockMask, sinks; the sm80 "
            "backward runs them)";
   }
-  if (problem.is_varlen()) {
-    if (a.head_dim == 256) return "runs varlen batches at head_dim 64 and 128 only";
-    if (a.deterministic) {
-      return "has no deterministic mode for varlen batches yet; pass deterministic=false";
-    }
+  if (problem.is_varlen() && a.head_dim == 256) {
+    return "runs varlen batches at head_dim 64 and 128 only";
   }
   if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {
     return "supports seqlen_q and seqlen_k up to 2^29";

@@ -16,6 +16,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/pruning.hpp"
@@ -45,6 +46,21 @@ Backend expected_backend(const FlexCase& c) {
 // The head dims the backward has kernels for (it has no rounded ones yet).
 bool backward_head_dim(int64_t head_dim) {
   return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
+// cases, and each case the sm90 backward runs named on both backends as well (kAuto picks sm90 on
+// an sm_90 GPU, so the sm80 one runs there only by name).
+std::vector<FlexCase> with_backends_named(std::vector<FlexCase> cases) {
+  for (size_t i = 0, n = cases.size(); i < n; ++i) {
+    if (!sm90_runs(cases[i])) continue;
+    for (Backend backend : {Backend::kSm90, Backend::kSm80}) {
+      FlexCase named = cases[i];
+      named.backend = backend;
+      named.name += backend == Backend::kSm90 ? "_sm90" : "_sm80";
+      cases.push_back(named);
+    }
+  }
+  return cases;
 }
 
 // The flex forward's cases the backward runs as they are: head dims 64, 128 and 256 and
@@ -89,18 +105,7 @@ std::vector<FlexCase> backward_flex_cases() {
     c.lengths_q = {300, 64, 7, 65, 1}, c.lengths_k = {250, 70, 7, 129, 128};
     c.backend = Backend::kAuto;
   }));
-  // Each case the sm90 backward runs, named on both backends as well (kAuto picks sm90 on an
-  // sm_90 GPU, so the sm80 one runs there only by name).
-  for (size_t i = 0, n = cases.size(); i < n; ++i) {
-    if (!sm90_runs(cases[i])) continue;
-    for (Backend backend : {Backend::kSm90, Backend::kSm80}) {
-      FlexCase named = cases[i];
-      named.backend = backend;
-      named.name += backend == Backend::kSm90 ? "_sm90" : "_sm80";
-      cases.push_back(named);
-    }
-  }
-  return cases;
+  return with_backends_named(std::move(cases));
 }
 
 class BackwardFlex : public ::testing::TestWithParam<FlexCase> {};
@@ -170,14 +175,14 @@ INSTANTIATE_TEST_SUITE_P(Cases, BackwardFlexA100Tile, ::testing::ValuesIn(a100_t
                          });
 
 // Deterministic mode on the flex backward: three runs on the same inputs give the same gradient
-// bits, and they match the float64 reference. Varlen batches (GQA, causal, windows, lengths 0, 1
-// and 7) and the built-in mods whose key blocks that see a query block are not one contiguous
-// range (documents, prefix-LM), where the kernel counts the CTAs ahead of it itself; a long
-// sequence so that up to 12 key blocks add to a query block, and hd256's 64-key blocks. With a
-// BlockMask the kernel counts the CTAs ahead from the lists: random lists (partial, full, absent
-// blocks, query blocks with none), a documents mask's own lists with kv blocks of 256 (two CTAs a
-// block), and hd256 (two 64-key CTAs a 128-key block). (A document mask on a varlen batch is
-// refused: its sequences are the documents.)
+// bits, and they match the float64 reference. Varlen batches (GQA, causal, windows, softcap,
+// lengths 0, 1 and 7; on sm90 where kAuto picks it, and on sm80 by name) and the built-in mods
+// whose key blocks that see a query block are not one contiguous range (documents, prefix-LM),
+// where the kernel counts the CTAs ahead of it itself; a long sequence so that up to 12 key blocks
+// add to a query block, and hd256's 64-key blocks. With a BlockMask the kernel counts the CTAs
+// ahead from the lists: random lists (partial, full, absent blocks, query blocks with none), a
+// documents mask's own lists with kv blocks of 256 (two CTAs a block), and hd256 (two 64-key CTAs a
+// 128-key block). (A document mask on a varlen batch is refused: its sequences are the documents.)
 class BackwardFlexDeterministic : public ::testing::TestWithParam<FlexCase> {};
 
 TEST_P(BackwardFlexDeterministic, BitwiseIdenticalAndMatchesReference) {
@@ -185,16 +190,19 @@ TEST_P(BackwardFlexDeterministic, BitwiseIdenticalAndMatchesReference) {
   const FlexCase& c = GetParam();
   if (const char* pruned = pruned_for(c); pruned[0] != '\0')
     GTEST_SKIP() << "this build " << pruned;
+  if (c.backend == Backend::kSm90 && !on_sm90()) {
+    GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU";
+  }
   FlexBackwardResult r;
   run_flex_backward_case(c, &r, {.deterministic = true, .runs = 3});
   if (::testing::Test::HasFatalFailure()) return;
-  EXPECT_EQ(r.backend, Backend::kSm80) << "deterministic varlen and flex run on sm80";
+  EXPECT_EQ(r.backend, expected_backend(c));
   EXPECT_EQ(r.run_to_run_differences, 0) << "bytes differ between runs";
   expect_matches_reference(c, r);
 }
 
 std::vector<FlexCase> deterministic_cases() {
-  return {
+  std::vector<FlexCase> cases = {
       make_flex_case("varlen_causal_gqa_hd128",
                      [](FlexCase& c) {
                        c.causal = true, c.heads_q = 8, c.heads_kv = 2;
@@ -205,6 +213,14 @@ std::vector<FlexCase> deterministic_cases() {
                        c.dtype = DType::kFloat16, c.head_dim = 64;
                        c.window_left = 300, c.window_right = 40;
                        c.lengths_q = {700, 64, 1}, c.lengths_k = {900, 70, 3};
+                     }),
+      // More key blocks than one query block sees, in sequences shorter than the longest, at
+      // hd64's 128-row query blocks: the turns count only each sequence's own key blocks.
+      make_flex_case("varlen_causal_softcap_gqa_hd64",
+                     [](FlexCase& c) {
+                       c.head_dim = 64, c.causal = true, c.softcap = 5.f;
+                       c.heads_q = 4, c.heads_kv = 2;
+                       c.lengths_q = {129, 1100, 0, 300}, c.lengths_k = {700, 1300, 5, 300};
                      }),
       make_flex_case("documents_prefix_lm_alibi_hd128",
                      [](FlexCase& c) {
@@ -241,6 +257,8 @@ std::vector<FlexCase> deterministic_cases() {
                        c.q_block = 64, c.kv_block = 128, c.seqlen_q = 500, c.seqlen_k = 700;
                      }),
   };
+  for (FlexCase& c : cases) c.backend = Backend::kAuto;
+  return with_backends_named(std::move(cases));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, BackwardFlexDeterministic,
@@ -274,8 +292,8 @@ TEST(BackwardFlexZeroRows, CasesThatPromiseThemHaveThem) {
 }
 
 // What the flex backward does not run is refused before any launch, with the fix in the message:
-// sm90 runs varlen batches but leaves the flex mods to sm80; deterministic mode runs varlen, the
-// built-in mods and BlockMasks on sm80 only.
+// sm90 runs varlen batches but leaves the flex mods to sm80; deterministic mode runs varlen on
+// both (kAuto: sm90 on an sm_90 GPU), the built-in mods and BlockMasks on sm80.
 TEST(BackwardFlexRefusals, SaysWhy) {
   FLASHCORE_REQUIRE_GPU();
   const FlexCase base = make_flex_case("refusals", [](FlexCase& c) {
@@ -323,7 +341,7 @@ TEST(BackwardFlexRefusals, SaysWhy) {
     EXPECT_NE(sm90_varlen.message.find("sm_90"), std::string::npos) << sm90_varlen.message;
   }
 
-  // Deterministic varlen runs on sm80 (kAuto picks it); the sm90 backward refuses it.
+  // Deterministic varlen runs on both backwards; kAuto picks sm90 where it runs varlen.
   BackwardParams deterministic = p;
   deterministic.deterministic = true;
   for (Backend backend : {Backend::kAuto, Backend::kSm80}) {
@@ -332,13 +350,10 @@ TEST(BackwardFlexRefusals, SaysWhy) {
     EXPECT_TRUE(det.ok()) << backend_name(backend) << ": " << det.message;
   }
   deterministic.backend = Backend::kAuto;
-  EXPECT_EQ(resolve_backward_backend(deterministic), Backend::kSm80);
+  EXPECT_EQ(resolve_backward_backend(deterministic), on_sm90() ? Backend::kSm90 : Backend::kSm80);
   deterministic.backend = Backend::kSm90;
   const Status sm90_det = can_implement_backward(deterministic);
-  EXPECT_EQ(sm90_det.code, StatusCode::kUnsupported);
-  if (on_sm90()) {
-    EXPECT_NE(sm90_det.message.find("deterministic=false"), std::string::npos) << sm90_det.message;
-  }
+  EXPECT_EQ(sm90_det.ok(), on_sm90()) << sm90_det.message;
   BackwardParams blocks = backward_of(blocks_data);
   ASSERT_TRUE(can_implement_backward(blocks).ok()) << can_implement_backward(blocks).message;
   blocks.deterministic = true;

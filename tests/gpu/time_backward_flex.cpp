@@ -215,25 +215,25 @@ bool run_all() {
       pairs += n * (n + 1) / 2;
     }
     const double dense_pairs = static_cast<double>(B) * S * (S + 1) / 2;
+    // Each backward (kAuto: sm90 where it runs varlen), then the same in deterministic mode.
     for (flashcore::Backend backward : {flashcore::Backend::kAuto, flashcore::Backend::kSm80}) {
-      float bwd = 0;
-      const char* name = backward == flashcore::Backend::kAuto
-                             ? "varlen 16k tokens (1k,3k,4k,8k) causal"
-                             : "varlen 16k tokens causal, sm80 bwd";
-      if (!time_case(name, f, m, 0, &bwd, backward)) return false;
+      float bwd = 0, deterministic = 0;
+      const bool auto_backend = backward == flashcore::Backend::kAuto;
+      if (!time_case(auto_backend ? "varlen 16k tokens (1k,3k,4k,8k) causal"
+                                  : "varlen 16k tokens causal, sm80 bwd",
+                     f, m, 0, &bwd, backward)) {
+        return false;
+      }
       std::printf(
           "  per visible pair (%.2fx the dense causal pairs): %.2fx the dense kAuto causal\n",
           pairs / dense_pairs, bwd / pairs / (dense_auto_causal / dense_pairs));
+      if (!time_case(auto_backend ? "varlen 16k tokens causal, deterministic"
+                                  : "varlen 16k tokens causal, deterministic, sm80 bwd",
+                     f, m, 0, &deterministic, backward, true)) {
+        return false;
+      }
+      std::printf("  deterministic mode: %.2fx\n", deterministic / bwd);
     }
-    // Deterministic varlen: the sm90 backward refuses it, so kAuto runs sm80.
-    float sm80 = 0, deterministic = 0;
-    if (!time_case("varlen 16k tokens causal, sm80 bwd", f, m, 0, &sm80,
-                   flashcore::Backend::kSm80) ||
-        !time_case("varlen 16k tokens causal, deterministic", f, m, 0, &deterministic,
-                   flashcore::Backend::kAuto, true)) {
-      return false;
-    }
-    std::printf("  deterministic mode: %.2fx the sm80 varlen backward\n", deterministic / sm80);
   }
   return true;
 }
