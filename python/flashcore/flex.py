@@ -243,8 +243,7 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     flashcore.jit_score_mod (compiled at the first call, then cached on disk) or None;
     block_mask: a flashcore or torch BlockMask whose mask_mod is a flashcore.mods mask_mod (or
     torch's noop_mask). sinks: optional float32 [Hq] attention-sink logits (gpt-oss).
-    deterministic: the backward gives bitwise-identical gradients run to run (not with a
-    BlockMask yet: refused when gradients are needed).
+    deterministic: the backward gives bitwise-identical gradients run to run.
 
     Returns out [B, Hq, Sq, D], or (out, lse [B, Hq, Sq] float32, natural log)."""
     for name, x in (("query", query), ("key", key), ("value", value)):
@@ -263,7 +262,7 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     q, k, v = (_swap_seq_heads(x) for x in (query, key, value))
     jit_score, cap = _split_score_mod(score_mod, fields)
     jit_mod = _jit_program(jit_mask, jit_score)
-    if _through_op(jit_mod, query, key, value, sinks, fields, deterministic):
+    if _through_op(jit_mod, query, key, value, sinks, fields):
         out, lse = _flex_ops.flex_attention(q, k, v, scale, False, window, cap, fields, jit_mod,
                                             backend, heads_major=True,
                                             deterministic=deterministic)
@@ -305,7 +304,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         fields["sinks"] = sinks
     window = (int(window[0]), int(window[1]))
     q4, k4, v4 = (x[None] for x in (q, k, v))  # [1, total, H, D] views
-    if _through_op(jit_mod, q, k, v, sinks, fields, deterministic):
+    if _through_op(jit_mod, q, k, v, sinks, fields):
         out4, lse = _flex_ops.flex_attention(q4, k4, v4, softmax_scale, bool(causal), window,
                                              float(softcap or cap), fields, jit_mod, backend,
                                              heads_major=False, deterministic=deterministic)
@@ -359,7 +358,7 @@ def _check_deterministic(deterministic):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
 
 
-def _check_backward_support(jit_mod, head_dim, fields, deterministic=False):
+def _check_backward_support(jit_mod, head_dim, fields):
     why = None
     if jit_mod is not None:
         why = ("a jit_score_mod / jit_mask_mod has no backward (a CUDA snippet has no "
@@ -377,14 +376,14 @@ def _check_backward_support(jit_mod, head_dim, fields, deterministic=False):
         raise ValueError(f"q, k or v requires grad but {why}, or call under torch.no_grad()")
 
 
-def _through_op(jit_mod, q, k, v, sinks, fields, deterministic=False):
+def _through_op(jit_mod, q, k, v, sinks, fields):
     """True when a call on torch tensors goes through the custom op: while torch.compile traces
     it, and when q, k, v or sinks requires grad (the op is differentiable; what its backward does
     not implement is refused here, before the forward runs)."""
     if _flex_ops is None or not hasattr(q, "is_cuda"):
         return False
     if _flex_ops.needs_grad(q, k, v, sinks):
-        _check_backward_support(jit_mod, q.shape[-1], fields, deterministic)
+        _check_backward_support(jit_mod, q.shape[-1], fields)
         return True
     return _flex_ops.compiling()
 

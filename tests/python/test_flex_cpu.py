@@ -144,10 +144,6 @@ def test_what_the_flex_backward_lacks_is_named_before_the_forward(jit_mod, head_
     fields = {} if blocks is None else {"block_mask": (None, None, None, None, *blocks)}
     with pytest.raises(ValueError, match=message):
         flashcore.flex._check_backward_support(jit_mod, head_dim, fields)
-    # Deterministic mode with and without a BlockMask: nothing to refuse.
-    flashcore.flex._check_backward_support(
-        None, 64, {"block_mask": (None, None, None, None, 128, 128)}, deterministic=True)
-    flashcore.flex._check_backward_support(None, 64, {}, deterministic=True)
     for ok_head_dim in (64, 128, 256):
         flashcore.flex._check_backward_support(
             None, ok_head_dim, {"block_mask": (None, None, None, None, 128, 128)})
