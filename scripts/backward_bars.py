@@ -7,7 +7,9 @@ The bars (docs/backward.md): bf16 hd128 at S 4096-16384 and bf16 hd64 at least 1
 backward; hd256 at least 0.9x; every shape at least 1.3x FlashAttention-2's. A shape timed more than
 once counts by its median time, ours and the peers' alike: a call that alternates the two (ours,
 the peers, ours, the peers, ...) compares medians of runs taken side by side in time, so that
-the machine's drift between runs (3-11% on cuDNN's own times) weighs on both.
+the machine's drift between runs (3-11% on cuDNN's own times) weighs on both. Where the peers'
+lines carry their training forward's time, a second table states forward + backward beside
+theirs (the issue sets no bar on it).
 
 Usage: python3 scripts/backward_bars.py TIME_BACKWARD_LOG SDPA_LOG"""
 
@@ -28,6 +30,11 @@ PEERS = re.compile(
     r"(?P<causal> causal)? \| (?P<rest>.*)$"
 )
 PEER_TIME = re.compile(r"(?P<peer>cudnn|flash2) bwd (?P<ms>[\d.]+) ms")
+# ... | cudnn bwd 2.662 ms 516.3 TFLOP/s fwd 0.790 ms | ... (the training forward, where timed)
+PEER_FORWARD = re.compile(
+    r"(?P<peer>cudnn|flash2) bwd [\d.]+ ms [\d.]+ TFLOP/s fwd (?P<ms>[\d.]+) ms")
+# ... | fwd+bwd 3.355 ms | ... on one of our rows
+OURS_FORWARD_BACKWARD = re.compile(r"\| fwd\+bwd (?P<ms>[\d.]+) ms")
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,45 @@ def read_ours(lines):
                       "causal" in flags)
         times.setdefault(shape, []).append(float(m["ms"]))
     return times
+
+
+def read_ours_forward_backward(lines):
+    """{shape: [forward + backward ms, ...]} of the rows read_ours takes."""
+    times = {}
+    for line in lines:
+        total = OURS_FORWARD_BACKWARD.search(line)
+        for shape in read_ours([line]) if total else ():
+            times.setdefault(shape, []).append(float(total["ms"]))
+    return times
+
+
+def read_peers_forward_backward(lines):
+    """{shape: {peer: [forward + backward ms, ...]}} of the peer lines that carry a forward time."""
+    totals = {}
+    for line in lines:
+        m = PEERS.match(line.strip())
+        if not m:
+            continue
+        backward = {t["peer"]: float(t["ms"]) for t in PEER_TIME.finditer(m["rest"])}
+        (shape,) = read_peers([line])
+        for t in PEER_FORWARD.finditer(m["rest"]):
+            totals.setdefault(shape, {}).setdefault(t["peer"], []).append(
+                float(t["ms"]) + backward[t["peer"]])
+    return totals
+
+
+def forward_backward_table(ours, peers):
+    """Markdown rows of forward + backward times (medians) next to the peers'; the issue states
+    them, it sets no bar on them."""
+    rows = ["| shape | flashcore fwd+bwd ms | cuDNN fwd+bwd ms | FA2 fwd+bwd ms | vs cuDNN "
+            "| vs FA2 |", "|---|---|---|---|---|---|"]
+    for shape, times in ours.items():
+        ms = statistics.median(times)
+        peer = {p: statistics.median(t) for p, t in peers.get(shape, {}).items()}
+        cells = [f"{peer[p]:.3f}" if p in peer else "-" for p in ("cudnn", "flash2")]
+        cells += [f"{peer[p] / ms:.3f}x" if p in peer else "-" for p in ("cudnn", "flash2")]
+        rows.append(f"| {shape.label()} | {ms:.3f} | " + " | ".join(cells) + " |")
+    return rows
 
 
 def read_peers(lines):
@@ -143,13 +189,19 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     with open(argv[1]) as ours_file, open(argv[2]) as peers_file:
-        ours, peers = read_ours(ours_file), read_peers(peers_file)
+        our_lines, peer_lines = ours_file.readlines(), peers_file.readlines()
+    ours, peers = read_ours(our_lines), read_peers(peer_lines)
     if not ours:
         print(f"no flashcore_time_backward rows in {argv[1]}", file=sys.stderr)
         return 2
     rows, all_hold = table(ours, peers)
     print("\n".join(rows))
     print("every bar holds" if all_hold else "a bar misses")
+    peer_totals = read_peers_forward_backward(peer_lines)
+    if peer_totals:
+        print("\nforward + backward (no bar):")
+        print("\n".join(forward_backward_table(read_ours_forward_backward(our_lines),
+                                                peer_totals)))
     return 0 if all_hold else 1
 
 

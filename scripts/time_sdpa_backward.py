@@ -1,9 +1,10 @@
 """Times torch's SDPA backward (cuDNN and FlashAttention-2 backends) on the shapes of
 tests/gpu/time_backward.cpp, so that flashcore's backward has its peers from the same machine:
 the median of 20 backward passes (torch.autograd.grad of one forward's output) after 3 warm-ups,
-CUDA events, bf16/fp16 BHSD tensors. --head-dims picks the shapes by head dim (default 64,128;
-the hd256 shapes only when asked, so the default run stays as long as it was); --seqlens keeps only
-the shapes of those sequence lengths (default: every one), for runs alternated with ours."""
+then of 20 training forwards (for forward + backward), CUDA events, bf16/fp16 BHSD tensors.
+--head-dims picks the shapes by head dim (default 64,128; the hd256 shapes only when asked, so the
+default run stays as long as it was); --seqlens keeps only the shapes of those sequence lengths
+(default: every one), for runs alternated with ours."""
 
 import argparse
 
@@ -70,7 +71,12 @@ def main():
                     out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                     ms = median_ms(
                         lambda: torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True))
-                line += f" | {name} bwd {ms:.3f} ms {2.5 * fwd_flops / ms / 1e9:.1f} TFLOP/s"
+                    # The training forward (inputs that require grad: it saves what the
+                    # backward needs), for the forward + backward time.
+                    fwd_ms = median_ms(
+                        lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+                line += (f" | {name} bwd {ms:.3f} ms {2.5 * fwd_flops / ms / 1e9:.1f} TFLOP/s"
+                         f" fwd {fwd_ms:.3f} ms")
             except RuntimeError as error:  # a backend that does not take the shape
                 line += f" | {name} n/a ({str(error).splitlines()[0][:60]})"
         print(line, flush=True)

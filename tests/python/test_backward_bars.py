@@ -105,3 +105,27 @@ def test_main_exit_status(tmp_path):
     peers.write_text(PEERS.replace("cudnn bwd 2.662", "cudnn bwd 2.0"))
     assert backward_bars.main(["backward_bars.py", str(ours), str(peers)]) == 1
     assert backward_bars.main(["backward_bars.py", str(ours)]) == 2
+
+
+def test_forward_backward_beside_the_peers_forward_backward():
+    ours = backward_bars.read_ours_forward_backward(OURS.splitlines())
+    # Only the bars' rows, each run's fwd+bwd kept.
+    assert ours[shape(4, 16, 4096, 128)] == [3.355, 3.306]
+    assert shape(4, 16, 4096, 128, True) not in ours
+    peers = backward_bars.read_peers_forward_backward([
+        "B4 H16 S4096 D128 bfloat16 | cudnn bwd 2.662 ms 516.3 TFLOP/s fwd 0.790 ms | "
+        "flash2 bwd 5.084 ms 270.3 TFLOP/s fwd 1.500 ms",
+        "B4 H16 S4096 D128 bfloat16 | cudnn bwd 2.700 ms 509.0 TFLOP/s fwd 0.800 ms | "
+        "flash2 n/a (no kernel)",
+    ])
+    assert peers[shape(4, 16, 4096, 128)]["cudnn"] == [2.662 + 0.790, 2.700 + 0.800]
+    assert peers[shape(4, 16, 4096, 128)]["flash2"] == [5.084 + 1.500]
+    # Lines without forward times (older runs) give no totals, and no table.
+    assert backward_bars.read_peers_forward_backward(PEERS.splitlines()) == {}
+    rows = backward_bars.forward_backward_table(ours, peers)
+    (row,) = [r for r in rows if r.startswith("| B4 H16 S4096 D128 bf16 |")]
+    # Median of ours 3.3305 (shown 3.330); cuDNN's 3.476: 1.044x; FA2 6.584: 1.977x.
+    assert "| 3.330 | 3.476 | 6.584 | 1.044x | 1.977x |" in row
+    # A shape the peers did not time shows dashes.
+    (row,) = [r for r in rows if r.startswith("| B2 H16 S8192 D128 bf16 |")]
+    assert row.endswith("| - | - | - | - |")
