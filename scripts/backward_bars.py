@@ -86,7 +86,7 @@ def read_peers_forward_backward(lines):
         if not m:
             continue
         backward = {t["peer"]: float(t["ms"]) for t in PEER_TIME.finditer(m["rest"])}
-        (shape,) = read_peers([line])
+        shape = peer_shape(m)
         for t in PEER_FORWARD.finditer(m["rest"]):
             totals.setdefault(shape, {}).setdefault(t["peer"], []).append(
                 float(t["ms"]) + backward[t["peer"]])
@@ -107,6 +107,12 @@ def forward_backward_table(ours, peers):
     return rows
 
 
+def peer_shape(m):
+    """The Shape of a PEERS match."""
+    dtype = "bf16" if m["dtype"] == "bfloat16" else "fp16"
+    return Shape(int(m["b"]), int(m["h"]), int(m["s"]), int(m["d"]), dtype, m["causal"] is not None)
+
+
 def read_peers(lines):
     """{shape: {"cudnn": [ms, ...], "flash2": [ms, ...]}} (a peer that did not take the shape is
     absent)."""
@@ -115,9 +121,7 @@ def read_peers(lines):
         m = PEERS.match(line.strip())
         if not m:
             continue
-        dtype = "bf16" if m["dtype"] == "bfloat16" else "fp16"
-        shape = Shape(int(m["b"]), int(m["h"]), int(m["s"]), int(m["d"]), dtype,
-                      m["causal"] is not None)
+        shape = peer_shape(m)
         for t in PEER_TIME.finditer(m["rest"]):
             peers.setdefault(shape, {}).setdefault(t["peer"], []).append(float(t["ms"]))
     return peers

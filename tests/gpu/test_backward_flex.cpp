@@ -48,8 +48,8 @@ bool backward_head_dim(int64_t head_dim) {
   return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-// cases, and each case the sm90 backward runs named on both backends as well (kAuto picks sm90 on
-// an sm_90 GPU, so the sm80 one runs there only by name).
+// The cases as they are, plus a copy of each case the sm90 backward runs named for each backend
+// (kAuto picks sm90 on an sm_90 GPU, so the sm80 one runs there only by name).
 std::vector<FlexCase> with_backends_named(std::vector<FlexCase> cases) {
   for (size_t i = 0, n = cases.size(); i < n; ++i) {
     if (!sm90_runs(cases[i])) continue;
