@@ -19,6 +19,10 @@
 namespace flashcore::bench::cudnn {
 namespace fe = cudnn_frontend;
 
+// The uids of the graphs' tensors, the keys of GraphState::pack: the forward's graph has Q, K, V
+// and O; the backward's these four, dO, the softmax stats and the three gradients.
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kDo, kStats, kDq, kDk, kDv };
+
 struct GraphState {
   cudnnHandle_t handle = nullptr;
   std::shared_ptr<fe::graph::Graph> graph;
