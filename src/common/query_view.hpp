@@ -5,13 +5,15 @@
 // dimension, as FlashAttention-2 does: query head kv*G + j becomes row j of kv head kv, so one CTA
 // reads each K/V tile once for the whole group instead of G times. With Sq == 1 the bottom-right
 // causal/right window lets row 0 see every key, so the packed rows need no mask; a left window
-// depends on the row and disables packing. LSE [B, Hq, 1] is already [B, Hkv, G] contiguous.
+// depends on the row and disables packing. LSE [B, Hq, 1] is already [B, Hkv, G] contiguous. A
+// varlen batch (seqlen_q is then the packed total) is never packed.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
 #include "common/problem.hpp"
+#include "flashcore/varlen.hpp"
 
 namespace flashcore::detail {
 
@@ -33,7 +35,7 @@ inline QueryView query_view(const Problem& problem) {
   const AttentionParams& a = problem.params;
   const int64_t group = problem.group();
   const int seqlen_k = static_cast<int>(a.seqlen_k);
-  if (a.seqlen_q == 1 && group > 1 && problem.mask.left < 0) {
+  if (a.seqlen_q == 1 && group > 1 && problem.mask.left < 0 && !is_varlen(a)) {
     const int rows = static_cast<int>(group);
     return {static_cast<int>(a.heads_kv),
             1,

@@ -1,6 +1,6 @@
 // A consumer warpgroup's epilogue for its 64 rows of a tile: O scaled by 1/sum in the input dtype
 // and LSE, or (split-KV) fp32 partial O and partial LSE in the layout the combine kernel reads.
-// Only rows < seqlen_q and dims < head_dim are written.
+// Only rows below the sequence's length and dims < head_dim are written.
 //
 // O is staged through the warpgroup's own rows of the tile's Q stage (its last S GEMM has retired;
 // the other warpgroups' rows are disjoint) so that every global store is a whole 16-byte chunk,
@@ -37,18 +37,19 @@ struct Epilogue {
     return static_cast<int>(tid) - kWarpgroupThreads;
   }
 
+  // Rows below row_end. a.seqlen_q stays LSE's row stride: a varlen sequence passes its own
+  // length as row_end and a view whose o and lse start at its first row (sequence_output in
+  // sequence_view.hpp).
   template <typename TensorO, typename TiledMma>
-  __device__ static void store(const FwdArgs& a, const Tile& tile, int warpgroup,
+  __device__ static void store(const FwdArgs& a, const Tile& tile, int row_end, int warpgroup,
                                const TensorO& tOrO, const OnlineSoftmax<1>& softmax,
                                const TiledMma& tiled_pv, Element* o_smem) {
     float inv_sum[1][2], lse[1][2];
     softmax.finalize</*kFast=*/false>(a.exp_factor, inv_sum, lse);
-    store_normalized(a, tile, a.seqlen_q, warpgroup, tOrO, inv_sum, lse, tiled_pv, o_smem);
+    store_normalized(a, tile, row_end, warpgroup, tOrO, inv_sum, lse, tiled_pv, o_smem);
   }
 
-  // store() with the rows' 1/sum and LSE given (the flex kernel finalizes with a sink), for rows
-  // below row_end. a.seqlen_q stays LSE's row stride: a varlen sequence passes its own length as
-  // row_end and a view whose o and lse start at its first row (flex_kernel.cuh).
+  // store() with the rows' 1/sum and LSE given (the flex kernel finalizes with a sink).
   template <typename TensorO, typename TiledMma>
   __device__ static void store_normalized(const FwdArgs& a, const Tile& tile, int row_end,
                                           int warpgroup, const TensorO& tOrO,
@@ -126,13 +127,9 @@ struct Epilogue {
     }
   }
 
-  // A tile (or split) whose rows see no key: O = 0 and LSE = -inf, without touching shared memory.
-  __device__ static void store_empty(const FwdArgs& a, const Tile& tile, int warpgroup,
-                                     int thread) {
-    store_empty_rows(a, tile, a.seqlen_q, -INFINITY, warpgroup, thread);
-  }
-  // store_empty for rows below row_end (store_normalized's meaning), with LSE = empty_lse (a sink's
-  // logit: a row that sees no key keeps only the sink's term).
+  // A tile (or split) whose rows see no key, for rows below row_end (store's meaning): O = 0 and
+  // LSE = empty_lse (-inf, or a sink's logit: a row that sees no key keeps only the sink's term),
+  // without touching shared memory.
   __device__ static void store_empty_rows(const FwdArgs& a, const Tile& tile, int row_end,
                                           float empty_lse, int warpgroup, int thread) {
     const int tile_row0 = tile.m_block * Traits::kBlockM + warpgroup * kRowsPerWarpgroup;

@@ -30,6 +30,7 @@
 #include "sm90/fwd_kernel.cuh"
 #include "sm90/launch.cuh"
 #include "sm90/launch_args.hpp"
+#include "sm90/sequence_view.hpp"
 
 namespace flashcore::sm90 {
 
@@ -132,14 +133,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const int row0 = tile.m_block * Traits::kBlockM;
     const int b = tile.batch, h = tile.head;
 
-    // The output view: a varlen sequence is batch 0 of tensors that start at its first row (LSE
-    // [Hq, total_q] at its first entry; a.seqlen_q, the total, stays LSE's row stride).
-    FwdArgs out = a;
-    if (fp.flex.cu_seqlens_q != nullptr) {
-      out.o = static_cast<typename Traits::Element*>(a.o) + seq.q_start * a.o_seq;
-      out.lse = a.lse != nullptr ? a.lse + seq.q_start : nullptr;
-      tile.batch = 0;
-    }
+    // The output view: a varlen sequence is batch 0 of tensors that start at its first row.
+    const FwdArgs out = sequence_output<typename Traits::Element>(a, seq.q_start);
+    if (fp.flex.cu_seqlens_q != nullptr) tile.batch = 0;
     const bool sinks = fp.flex.sinks.enabled();
     if (num_steps == 0) {
       Epilogue<Traits>::store_empty_rows(out, tile, seq.seqlen_q,

@@ -2,7 +2,8 @@
 // producer warpgroup (TMA loads, mainloop_load.hpp) and two or three consumer warpgroups (wgmma and
 // the online softmax, mainloop_mma.hpp; epilogue.hpp), composed here. Q, K and V flow through TMA
 // rings (CUTLASS's PipelineTmaAsync: mbarriers with transaction counts): two stages each of K and
-// V, one or two of Q (KernelTraits::kQStages).
+// V, one or two of Q (KernelTraits::kQStages). Varlen batches run here too, each tile bound to its
+// sequence (sequence_view.hpp).
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -15,6 +16,7 @@
 #include "sm90/mainloop_load.hpp"
 #include "sm90/mainloop_mma.hpp"
 #include "sm90/named_barriers.hpp"
+#include "sm90/sequence_view.hpp"
 #include "sm90/tile_scheduler.hpp"
 #include "sm90/wgmma.hpp"
 
@@ -36,6 +38,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   using Pipeline = typename Traits::Pipeline;
   using PipelineQ = typename Traits::PipelineQ;
   using SharedStorage = typename Traits::SharedStorage;
+  using Element = typename Traits::Element;
   extern __shared__ __align__(1024) char smem_bytes[];
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_bytes);
   const FwdArgs& a = params.args;
@@ -100,17 +103,24 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   for (int tiles_taken = 0;; ++tiles_taken) {
     const int tile_index = TileRing::take(smem.tiles, tiles_taken);
     if (tile_index >= a.num_tiles) break;
-    const Tile tile = TileScheduler<Traits::kClusterCtas>::decode(a, tile_index);
-    const BlockRange range = key_blocks<Traits::kBlockM, Traits::kBlockN>(a, tile);
+    Tile tile = TileScheduler<Traits::kClusterCtas>::decode(a, tile_index);
+    const SequenceView seq = sequence_view(a, tile.batch);
+    if (past_sequence<Traits::kBlockM>(a, seq, tile.m_block)) continue;  // the producer skips it
+    const BlockRange range = key_blocks<Traits::kBlockM, Traits::kBlockN>(a, seq.mask, tile);
+    // The epilogue's view of the sequence's rows (a varlen sequence: batch 0 from its first row).
+    const int row_end = seq.mask.seqlen_q;
+    if (is_varlen_batch(a)) tile.batch = 0;
     if (range.empty()) {  // the producer loads nothing for it either
-      Epilogue<Traits>::store_empty(a, tile, mma.warpgroup, thread);
+      Epilogue<Traits>::store_empty_rows(sequence_output<Element>(a, seq.q_start), tile, row_end,
+                                         -INFINITY, mma.warpgroup, thread);
       continue;
     }
     pipeline_q.consumer_wait(read_q);
     OnlineSoftmax<1> softmax;
-    mma.run(a, tile, range, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, softmax, pipeline_k,
-            pipeline_v, read_k, read_v, thread);
-    Epilogue<Traits>::store(a, tile, mma.warpgroup, tOrO, softmax, mma.mma_pv,
+    mma.run(a, seq.mask, tile, range, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, softmax,
+            pipeline_k, pipeline_v, read_k, read_v, thread);
+    Epilogue<Traits>::store(sequence_output<Element>(a, seq.q_start), tile, row_end, mma.warpgroup,
+                            tOrO, softmax, mma.mma_pv,
                             smem.q.data() + read_q.index() * Traits::kQTileElements);
     // This thread's reads of O (generic proxy) happen before the next Q lands in the stage (async
     // proxy); every consumer thread arrives on the stage's empty barrier. Q's ring is this CTA's

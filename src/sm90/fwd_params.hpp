@@ -1,6 +1,8 @@
 // What the sm90 kernel receives: the problem as it indexes it (after GQA packing for decode),
 // the output pointers and strides, the persistent schedule and the three TMA descriptors. Passed
-// as one __grid_constant__ struct: the TMA descriptors must live in parameter space.
+// as one __grid_constant__ struct: the TMA descriptors must live in parameter space. A varlen batch
+// (cu_seqlens_q set) is batch sequences packed into one TMA batch: seqlen_q and seqlen_k are then
+// the packed totals, and each tile binds its own sequence (sequence_view.hpp).
 #pragma once
 
 #include <cstdint>
@@ -16,8 +18,14 @@ struct FwdArgs {
   int seqlen_q;
   int seqlen_k;
   int head_dim;  // the caller's; the instantiation's kHeadDim may be larger (zero-filled)
+  // Varlen: sequence b is rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of the packed Q and O and
+  // keys [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of K and V (AttentionParams' meaning); null
+  // otherwise.
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
 
-  WindowMask<int> mask;  // also masks the key tail: visible() requires key < seqlen_k
+  WindowMask<int> mask;  // also masks the key tail: visible() requires key < seqlen_k (varlen:
+                         // bound to each sequence's lengths per tile)
   // Scores reach the softmax as raw dot products and the softmax folds scale * log2(e) into its
   // exp2 (exp_factor), unless prescale: softcap needs the scaled score and a scale <= 0 would flip
   // the max, so then scores become softcap(s * scale) * log2(e) first and exp_factor is 1
@@ -30,7 +38,7 @@ struct FwdArgs {
 
   void* o;
   int64_t o_batch, o_seq, o_head;
-  float* lse;  // [batch, heads, seqlen_q] natural log, or null
+  float* lse;  // [batch, heads, seqlen_q] natural log (varlen: [heads, total_q]), or null
 
   // The persistent schedule (tile_scheduler.hpp).
   int num_m_blocks;

@@ -58,7 +58,8 @@ FwdParams<Traits> make_fwd_params(const LaunchArgs& in) {
   using TileShape = typename Traits::TileShape;
   FwdParams<Traits> params;
   params.args = in.args;
-  const int d = in.args.head_dim, b = in.args.batch;
+  // A varlen batch is one sequence of every packed row to the descriptors (sequence_view.hpp).
+  const int d = in.args.head_dim, b = in.args.cu_seqlens_q != nullptr ? 1 : in.args.batch;
   params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, make_gmem_tensor<Traits>(in.q, d, b),
                                typename Traits::SmemLayoutQTile{}, select<0, 2>(TileShape{}), _1{});
   using Cluster = Int<Traits::kClusterCtas>;

@@ -10,6 +10,7 @@
 #include "sm90/fwd_params.hpp"
 #include "sm90/kernel_traits.hpp"
 #include "sm90/named_barriers.hpp"
+#include "sm90/sequence_view.hpp"
 #include "sm90/tile_scheduler.hpp"
 
 namespace flashcore::sm90 {
@@ -36,9 +37,14 @@ struct MainloopLoad {
     const int heads_kv = a.heads / a.kv_group;
     const int cluster_rank =
         Traits::kClusterCtas == 1 ? 0 : static_cast<int>(cute::block_rank_in_cluster());
-    Tensor mQ = params.tma_q.get_tma_tensor(make_shape(a.seqlen_q, a.head_dim, a.heads, a.batch));
-    Tensor mK = params.tma_k.get_tma_tensor(make_shape(a.seqlen_k, a.head_dim, heads_kv, a.batch));
-    Tensor mV = params.tma_v.get_tma_tensor(make_shape(a.seqlen_k, a.head_dim, heads_kv, a.batch));
+    // A varlen batch is one TMA batch of packed rows (sequence_view.hpp).
+    const int tma_batches = is_varlen_batch(a) ? 1 : a.batch;
+    Tensor mQ =
+        params.tma_q.get_tma_tensor(make_shape(a.seqlen_q, a.head_dim, a.heads, tma_batches));
+    Tensor mK =
+        params.tma_k.get_tma_tensor(make_shape(a.seqlen_k, a.head_dim, heads_kv, tma_batches));
+    Tensor mV =
+        params.tma_v.get_tma_tensor(make_shape(a.seqlen_k, a.head_dim, heads_kv, tma_batches));
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutV{});
@@ -52,14 +58,20 @@ struct MainloopLoad {
       TileRing::publish(smem.tiles, cursor.taken, tile_index);
       if (tile_index >= a.num_tiles) break;
       const Tile tile = TileScheduler<Traits::kClusterCtas>::decode(a, tile_index);
-      const BlockRange range = key_blocks<Traits::kBlockM, Traits::kBlockN>(a, tile);
+      const SequenceView seq = sequence_view(a, tile.batch);
+      if (past_sequence<Traits::kBlockM>(a, seq, tile.m_block)) continue;  // nobody computes it
+      const BlockRange range = key_blocks<Traits::kBlockM, Traits::kBlockN>(a, seq.mask, tile);
       const int kv_head = tile.head / a.kv_group;
-      Tensor gQ = local_tile(mQ(_, _, tile.head, tile.batch), select<0, 2>(TileShape{}),
-                             make_coord(tile.m_block, _0{}));
+      const int tma_batch = is_varlen_batch(a) ? 0 : tile.batch;
+      Tensor gQ =
+          local_tile(domain_offset(make_coord(seq.q_start, _0{}), mQ(_, _, tile.head, tma_batch)),
+                     select<0, 2>(TileShape{}), make_coord(tile.m_block, _0{}));
       Tensor gK =
-          local_tile(mK(_, _, kv_head, tile.batch), select<1, 2>(TileShape{}), make_coord(_, _0{}));
+          local_tile(domain_offset(make_coord(seq.k_start, _0{}), mK(_, _, kv_head, tma_batch)),
+                     select<1, 2>(TileShape{}), make_coord(_, _0{}));
       Tensor gV =
-          local_tile(mV(_, _, kv_head, tile.batch), select<1, 2>(TileShape{}), make_coord(_, _0{}));
+          local_tile(domain_offset(make_coord(seq.k_start, _0{}), mV(_, _, kv_head, tma_batch)),
+                     select<1, 2>(TileShape{}), make_coord(_, _0{}));
       // (global, shared) views of each copy; named pieces so the lambdas below can capture them.
       auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
                                    group_modes<0, 2>(gQ));

@@ -83,9 +83,9 @@ struct MainloopMma {
   // branch the kernel's code doubled (instruction-cache misses on every problem); it now uses the
   // one-instruction tanh.approx (common/score_scaling.hpp) and stays a switch.
   template <typename ScoreTensor>
-  __device__ static void prepare_scores(const FwdArgs& a, ScoreTensor& s,
-                                        const AccumulatorCoords& coords, int tile_row0, int key0,
-                                        bool masked) {
+  __device__ static void prepare_scores(const FwdArgs& a, const WindowMask<int>& mask,
+                                        ScoreTensor& s, const AccumulatorCoords& coords,
+                                        int tile_row0, int key0, bool masked) {
     if constexpr (Variant::kSoftcap) {
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(s); ++i) s(i) = a.softcap_out * fast_tanh(s(i) * a.softcap_in);
@@ -101,8 +101,8 @@ struct MainloopMma {
       for (int half = 0; half < 2; ++half) {
         const int row = tile_row0 + coords.row(2 * half);
         const int base = key0 + coords.col0;
-        begin[half] = a.mask.first_key(row) - base;
-        end[half] = a.mask.end_key(row) - base;
+        begin[half] = mask.first_key(row) - base;
+        end[half] = mask.end_key(row) - base;
       }
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(s); ++i) {
@@ -218,9 +218,11 @@ struct MainloopMma {
   }
 
   // The dense kernel's steps: the key blocks of a contiguous range, last first; the window mask
-  // only where a block is not fully visible to this warpgroup's rows.
+  // (bound to the tile's sequence) only where a block is not fully visible to this warpgroup's
+  // rows.
   struct DenseSteps {
     const FwdArgs& a;
+    WindowMask<int> mask;
     AccumulatorCoords coords;
     int tile_row0, wg_row0, last_block;
 
@@ -229,21 +231,27 @@ struct MainloopMma {
     __device__ void score(int n_block, ScoreTensor& s) const {
       const int key0 = n_block * kBlockN;
       const bool masked =
-          !a.mask.tile_fully_visible(wg_row0, wg_row0 + kRowsPerWarpgroup, key0, key0 + kBlockN);
-      prepare_scores(a, s, coords, tile_row0, key0, masked);
+          !mask.tile_fully_visible(wg_row0, wg_row0 + kRowsPerWarpgroup, key0, key0 + kBlockN);
+      prepare_scores(a, mask, s, coords, tile_row0, key0, masked);
     }
     __device__ float exp_factor() const { return a.exp_factor; }
   };
 
-  // The key blocks of range (last first), as the dense producer loads them.
+  // The key blocks of range (last first), as the dense producer loads them; mask: the window bound
+  // to the tile's sequence (sequence_view.hpp).
   template <typename TensorQ, typename TensorK, typename TensorV, typename TensorO>
-  __device__ void run(const FwdArgs& a, const Tile& tile, const BlockRange& range,
-                      const TensorQ& tSrQ, const TensorK& tSrK, const TensorV& tOrV, TensorO& tOrO,
-                      Softmax& softmax, Pipeline& pipeline_k, Pipeline& pipeline_v,
-                      PipelineState& read_k, PipelineState& read_v, int thread) {
+  __device__ void run(const FwdArgs& a, const WindowMask<int>& mask, const Tile& tile,
+                      const BlockRange& range, const TensorQ& tSrQ, const TensorK& tSrK,
+                      const TensorV& tOrV, TensorO& tOrO, Softmax& softmax, Pipeline& pipeline_k,
+                      Pipeline& pipeline_v, PipelineState& read_k, PipelineState& read_v,
+                      int thread) {
     const int tile_row0 = tile.m_block * Traits::kBlockM;
-    DenseSteps steps{a, AccumulatorCoords::of(thread), tile_row0,
-                     tile_row0 + warpgroup * kRowsPerWarpgroup, range.end - 1};
+    DenseSteps steps{a,
+                     mask,
+                     AccumulatorCoords::of(thread),
+                     tile_row0,
+                     tile_row0 + warpgroup * kRowsPerWarpgroup,
+                     range.end - 1};
     run_steps(steps, range.end - range.begin, tSrQ, tSrK, tOrV, tOrO, softmax, pipeline_k,
               pipeline_v, read_k, read_v);
   }

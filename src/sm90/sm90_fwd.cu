@@ -1,17 +1,18 @@
 // Host side of the sm90 backend: which of its kernels runs a problem (the persistent kernel, or for
 // grids too small for it the small-grid tiles of small_grid/), and for the persistent kernel the
 // kernel's view of the problem (GQA packing for decode), the grid and split plan, the rejection
-// reasons, and the launch of one instantiation plus, when split, the combine kernel.
+// reasons, and the launch of one instantiation plus, when split, the combine kernel. Varlen
+// batches run on the persistent kernel; flex problems on the flex kernel (flex_fwd.cu).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include "common/device_properties.hpp"
-#include "common/feature_gates.hpp"
 #include "common/launch_status.hpp"
 #include "common/query_view.hpp"
 #include "common/score_scaling.hpp"
+#include "flashcore/varlen.hpp"
 #include "sm80/combine.cuh"
 #include "sm80/split_kv.hpp"
 #include "sm90/flex_fwd.hpp"
@@ -114,28 +115,45 @@ bool apply_schedule_knob(LaunchArgs* in) {
 }
 #endif
 
+// A varlen batch as the persistent kernel reads it (sequence_view.hpp): batch sequences of packed
+// rows, seqlen_q and seqlen_k the totals (LSE [Hq, total_q] keeps total_q as its row stride).
+void bind_varlen(const AttentionParams& a, LaunchArgs* in) {
+  in->args.cu_seqlens_q = a.cu_seqlens_q;
+  in->args.cu_seqlens_k = a.cu_seqlens_k;
+  // The descriptors see one batch of every packed row; they still get valid batch strides.
+  in->q.batch_stride = a.seqlen_q * a.q.strides.seq;
+  in->k.batch_stride = a.seqlen_k * a.k.strides.seq;
+  in->v.batch_stride = a.seqlen_k * a.v.strides.seq;
+}
+
 // Grid, schedule and split count on this device.
 LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   LaunchArgs in = kernel_view(problem);
   FwdArgs& p = in.args;
-  const int head_dim = sm90::instantiated_head_dim(problem.params.head_dim);
+  const AttentionParams& params = problem.params;
+  const bool varlen = is_varlen(params);
+  if (varlen) bind_varlen(params, &in);
+  const int head_dim = sm90::instantiated_head_dim(params.head_dim);
   // The instantiation's tiles: the tile table's, or a reviewed row's (tuned_tiles.hpp).
   const int block_n = sm90::kernel_block_n(in.bf16, head_dim);
   const int block_m = sm90::kernel_block_m(in.bf16, head_dim);
   const int cluster_ctas = sm90::kernel_cluster_ctas(in.bf16, head_dim);
-  p.num_m_blocks = (p.seqlen_q + block_m - 1) / block_m;
+  // A varlen grid is planned for the longest sequence; tiles past a shorter one exit at once.
+  const int64_t rows = varlen ? params.max_seqlen_q : p.seqlen_q;
+  const int64_t keys = varlen ? params.max_seqlen_k : p.seqlen_k;
+  p.num_m_blocks = static_cast<int>((rows + block_m - 1) / block_m);
   const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
   sm80::SplitInputs split{};
   split.ctas = pairs * p.num_m_blocks;
-  split.kv_blocks = (p.seqlen_k + block_n - 1) / block_n;
+  split.kv_blocks = (keys + block_n - 1) / block_n;
   split.sm_count = device.multiProcessorCount;
   split.ctas_per_sm = 1;
-  split.requested = problem.params.num_splits;
+  split.requested = varlen ? 1 : params.num_splits;  // sm90_rejects refuses varlen splits
   p.num_splits = sm80::choose_num_splits(split);
   // Heads per group: as many as keep their K and V within half of L2 (the other half for the
   // streams of Q and O), at least one. K/V of a kv head is shared by its kv_group query heads.
   const int64_t kv_bytes_per_head =
-      std::max<int64_t>(1, 2 * int64_t{p.seqlen_k} * head_dim * 2 / std::max(1, p.kv_group));
+      std::max<int64_t>(1, 2 * keys * head_dim * 2 / std::max(1, p.kv_group));
   p.head_group = static_cast<int>(
       std::clamp<int64_t>(int64_t{device.l2CacheSize} / 2 / kv_bytes_per_head, 1, pairs));
   // Persistent: one CTA per SM. With a causal or windowed mask the tiles differ in work, and each
@@ -148,12 +166,14 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   // Only where each head's query blocks pair up exactly: with an odd count the last pair's second
   // CTA computes a block past the end, 1/(n+1) of the work wasted. Measured on the H100
   // (docs/perf.md, sm90 v6): hd128 S1k-8k +3-14%, hd256 S512-2k +3-8%, but hd64 S512 (three 192-row
-  // blocks) -19% and S2k (eleven) -3%.
+  // blocks) -19% and S2k (eleven) -3%. Varlen tiles differ in work by their sequences' lengths:
+  // the dynamic schedule, no clusters (a pair's blocks may lie in different sequences).
   const bool masked = p.mask.left >= 0 || p.mask.right >= 0;
   const bool softcap = p.softcap_out > 0.f;
   const bool blocks_pair_up = p.num_m_blocks % cluster_ctas == 0;
-  in.dynamic = masked && p.num_splits == 1;
-  in.cluster_ctas = !masked && !softcap && p.num_splits == 1 && blocks_pair_up ? cluster_ctas : 1;
+  in.dynamic = (masked || varlen) && p.num_splits == 1;
+  in.cluster_ctas =
+      !masked && !softcap && !varlen && p.num_splits == 1 && blocks_pair_up ? cluster_ctas : 1;
   bool persistent = true;
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
   persistent = apply_schedule_knob(&in);
@@ -173,7 +193,7 @@ const char* persistent_rejects(const Problem& problem, const cudaDeviceProp& dev
   const AttentionParams& a = problem.params;
   const int head_dim = sm90::instantiated_head_dim(a.head_dim);
   if (head_dim == 0) return "has no kernel for this head_dim; use a multiple of 8 up to 256";
-  if (const char* why = sm90::qkv_tma_rejects(a, /*packed=*/false)) return why;
+  if (const char* why = sm90::qkv_tma_rejects(a, /*packed=*/is_varlen(a))) return why;
   if (const char* why = pruned_reason(a.q.dtype, head_dim); why[0] != '\0') return why;
   bool has_kernel = false;
   int smem_bytes = 0;
@@ -191,6 +211,7 @@ const char* persistent_rejects(const Problem& problem, const cudaDeviceProp& dev
 
 // Non-empty when the persistent kernel leaves the problem to smaller tiles, measured faster there.
 const char* persistent_declines(const Problem& problem, const cudaDeviceProp& device) {
+  if (is_varlen(problem.params)) return "";  // only the persistent kernel runs varlen batches
   const FwdArgs view = kernel_view(problem).args;
   const int64_t pairs = int64_t{view.batch} * view.heads;
   const int64_t blocks = pairs * ((view.seqlen_q + kAutoBlockRows - 1) / kAutoBlockRows);
@@ -227,6 +248,8 @@ TileShape resolved_tile(const Problem& problem, const cudaDeviceProp& device) {
 
 }  // namespace
 
+bool sm90_needs_flex_kernel(const Problem& problem) { return problem.params.flex.active(); }
+
 const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
 #if !FLASHCORE_HAS_SM90
   (void)problem;
@@ -240,7 +263,13 @@ const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
   if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {
     return "supports seqlen_q and seqlen_k up to 2^29";
   }
-  if (needs_flex_kernel(problem)) return sm90_flex_rejects(problem, device);
+  if (sm90_needs_flex_kernel(problem)) return sm90_flex_rejects(problem, device);
+  if (is_varlen(a)) {
+    if (a.num_splits > 1) return "runs varlen batches unsplit; pass num_splits 0 or 1";
+    if (a.tile != TileShape::kAuto && a.tile != TileShape::kLarge) {
+      return "runs varlen batches on its persistent kernel; pass tile auto or large";
+    }
+  }
   // kAuto may run the persistent kernel, so it needs what that kernel needs; it picks a small-grid
   // tile only where that tile runs too.
   if (a.tile == TileShape::kAuto || a.tile == TileShape::kLarge) {
@@ -252,7 +281,7 @@ const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
 
 const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& device) {
   // A forced tile runs on the first backend that has it; flex problems run on the flex kernel.
-  if (problem.params.tile != TileShape::kAuto || needs_flex_kernel(problem)) return "";
+  if (problem.params.tile != TileShape::kAuto || sm90_needs_flex_kernel(problem)) return "";
   if (persistent_declines(problem, device)[0] == '\0') return "";
   if (resolved_tile(problem, device) != TileShape::kLarge) return "";
   return "leaves grids too small for its persistent kernel, where none of its small-grid tiles "
@@ -260,7 +289,7 @@ const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& dev
 }
 
 size_t sm90_workspace_bytes(const Problem& problem) {
-  if (needs_flex_kernel(problem)) return sm90_flex_workspace_bytes(problem);
+  if (sm90_needs_flex_kernel(problem)) return sm90_flex_workspace_bytes(problem);
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
 #if FLASHCORE_HAS_SM90
@@ -280,7 +309,7 @@ Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream)
   (void)stream;
   return {StatusCode::kUnsupported, "sm90 is not in this build"};
 #else
-  if (needs_flex_kernel(problem)) return launch_sm90_flex(problem, workspace, stream);
+  if (sm90_needs_flex_kernel(problem)) return launch_sm90_flex(problem, workspace, stream);
   cudaDeviceProp device{};
   if (Status s = current_device_properties(&device); !s.ok()) return s;
   if (const TileShape tile = resolved_tile(problem, device); tile != TileShape::kLarge) {

@@ -1,7 +1,8 @@
 // The Hopper backend: the persistent forward kernel (FlashAttention-3 class: TMA, wgmma, warp
 // specialization, pingpong, intra-warpgroup overlap; TileShape::kLarge) and, for grids too small
 // for it, the small-grid tiles (small_grid/: the FA2-class schedule with wgmma, cluster pairs and
-// programmatic dependent launch; kSmall, kMedium, kCtaPair). Registry hooks; built only when the
+// programmatic dependent launch; kSmall, kMedium, kCtaPair). Varlen batches run on the persistent
+// kernel, flex problems on the sm90 flex kernel (flex_fwd.hpp). Registry hooks; built only when the
 // library is built for sm_90a (FLASHCORE_HAS_SM90), otherwise rejects says so.
 #pragma once
 
@@ -12,6 +13,11 @@
 #include "common/problem.hpp"
 
 namespace flashcore::detail {
+
+// Whether the problem runs on the sm90 flex kernel (sm90/flex_fwd.cu): one with a FlexAttention
+// part. A varlen batch without one runs on the persistent kernel, each tile bound to its sequence
+// (sm90/sequence_view.hpp), with the dense kernel's window, softcap, GQA and LSE.
+bool sm90_needs_flex_kernel(const Problem& problem);
 
 const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device);
 // Non-empty when auto should leave this problem to another backend that was measured faster on

@@ -157,12 +157,14 @@ struct BlockRange {
   __device__ __forceinline__ bool empty() const { return end <= begin; }
 };
 
+// mask: the window bound to the tile's sequence (sequence_view.hpp), whose lengths it holds.
 template <int kBlockM, int kBlockN>
-__device__ __forceinline__ BlockRange key_blocks(const FwdArgs& a, const Tile& tile) {
+__device__ __forceinline__ BlockRange key_blocks(const FwdArgs& a, const WindowMask<int>& mask,
+                                                 const Tile& tile) {
   const int row_begin = tile.m_block * kBlockM;
-  const int row_end = min(row_begin + kBlockM, a.seqlen_q);
-  const int key_begin = a.mask.block_first_key(row_begin);
-  const int key_end = a.mask.block_end_key(row_end);
+  const int row_end = min(row_begin + kBlockM, mask.seqlen_q);
+  const int key_begin = mask.block_first_key(row_begin);
+  const int key_end = mask.block_end_key(row_end);
   BlockRange range{key_begin / kBlockN, (key_end + kBlockN - 1) / kBlockN};
   if (key_end <= key_begin) return {0, 0};
   if (a.num_splits > 1) {

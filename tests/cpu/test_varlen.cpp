@@ -18,6 +18,7 @@
 #include "flashcore/flashcore.h"
 #include "flashcore/varlen.hpp"
 #include "reference/cpu_reference.hpp"
+#include "sm90/sm90_fwd.hpp"
 
 namespace flashcore {
 namespace {
@@ -141,6 +142,54 @@ TEST(VarlenBackends, Sm90AndSm80RunVarlenAndEveryOtherBackendSaysWhere) {
     EXPECT_NE(why.find("varlen and flex mods run on the sm90 and sm80 backends"), std::string::npos)
         << entries[i].name << ": " << why;
   }
+}
+
+// sm90 runs a varlen batch without a flex part on its persistent kernel (any head dim up to 256,
+// unsplit, tile auto or large) and one with a flex part on its flex kernel; auto never leaves a
+// varlen batch to sm80 on an sm_90 GPU, however small.
+TEST(VarlenBackends, Sm90RunsPlainVarlenOnItsPersistentKernel) {
+  cudaDeviceProp hopper{};
+  hopper.major = 9;
+  hopper.minor = 0;
+  hopper.multiProcessorCount = 132;
+  hopper.sharedMemPerBlockOptin = 227 * 1024;
+  const AttentionParams plain = varlen_params();
+  EXPECT_FALSE(detail::sm90_needs_flex_kernel(detail::make_problem(plain)));
+  AttentionParams sinks = plain;
+  sinks.flex.sinks.logits = reinterpret_cast<const float*>(plain.o.data);
+  EXPECT_TRUE(detail::sm90_needs_flex_kernel(detail::make_problem(sinks)));
+
+  const detail::BackendEntry* sm90 = detail::find_backend(Backend::kSm90);
+  ASSERT_NE(sm90, nullptr);
+  if (std::string(sm90->rejects(detail::make_problem(plain), hopper)).find("not in this build") !=
+      std::string::npos) {
+    GTEST_SKIP() << "sm90 varlen test skipped: this build has no sm_90a";
+  }
+  AttentionParams hd256 = plain;
+  hd256.head_dim = 256;
+  hd256.q.strides = hd256.o.strides = bshd_strides(14, 4, 256);
+  hd256.k.strides = hd256.v.strides = bshd_strides(20, 2, 256);
+  for (const AttentionParams& p : {plain, hd256}) {
+    const detail::Problem problem = detail::make_problem(p);
+    const std::string pruned =
+        detail::pruned_reason(p.q.dtype, detail::instantiated_head_dim(p.head_dim));
+    const std::string why = sm90->rejects(problem, hopper);
+    if (pruned.empty()) {
+      EXPECT_EQ(why, "") << "head_dim " << p.head_dim;
+    } else {
+      EXPECT_NE(why.find(pruned), std::string::npos) << why;
+    }
+    EXPECT_STREQ(detail::sm90_auto_declines(problem, hopper), "") << "head_dim " << p.head_dim;
+  }
+  AttentionParams split = plain;
+  split.num_splits = 4;
+  EXPECT_NE(std::string(sm90->rejects(detail::make_problem(split), hopper)).find("unsplit"),
+            std::string::npos);
+  AttentionParams small_tile = plain;
+  small_tile.tile = TileShape::kSmall;
+  EXPECT_NE(std::string(sm90->rejects(detail::make_problem(small_tile), hopper))
+                .find("persistent kernel"),
+            std::string::npos);
 }
 
 TEST(VarlenCAbi, FieldsReachValidation) {

@@ -1,10 +1,12 @@
-// The sm90 flex kernels against the float64 flex reference evaluating the same functors, on the
-// shared case list (tests/support/flex_cases.cpp, which test_flex_sm80.cpp runs on sm80): fresh
-// random inputs every run (the seed is printed on failure), NaN-poisoned outputs, fully masked rows
-// checked to give O = 0 and the reference's LSE. Skips loudly unless the GPU is an sm_90 one.
+// The sm90 flex kernels (and varlen batches on the persistent kernel) against the float64 flex
+// reference evaluating the same functors, on the shared case list (tests/support/flex_cases.cpp,
+// which test_flex_sm80.cpp runs on sm80): fresh random inputs every run (the seed is printed on
+// failure), NaN-poisoned outputs, fully masked rows checked to give O = 0 and the reference's LSE.
+// Skips loudly unless the GPU is an sm_90 one.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,17 +29,22 @@ namespace {
     }                                                                                          \
   } while (0)
 
-// The sm90 flex kernel's head dims; the cases above them run on auto, which must take them to
-// sm80 (the CPU test FlexBackends.Sm90SaysWhichFlexProblemsItCannotRun checks sm90's reason).
+// The sm90 flex kernel's head dims; the flex cases above them run on auto, which must take them
+// to sm80 (the CPU test FlexBackends.Sm90SaysWhichFlexProblemsItCannotRun checks sm90's reason).
 constexpr int64_t kSm90FlexMaxHeadDim = 128;
-const char* expected_provider(const FlexCase& c) {
-  return c.head_dim > kSm90FlexMaxHeadDim ? "sm80" : "sm90";
+// A varlen case without a FlexAttention part: sm90's persistent kernel runs it, at every head dim
+// (sm90_needs_flex_kernel).
+bool plain_varlen(const FlexCase& c) {
+  return !c.lengths_q.empty() && c.doc_span == 0 && c.prefix < 0 && !c.alibi &&
+         c.bias_distance == 0 && !c.sinks && c.block_mask == BlockMaskKind::kNone;
 }
+bool sm90_runs(const FlexCase& c) { return c.head_dim <= kSm90FlexMaxHeadDim || plain_varlen(c); }
+const char* expected_provider(const FlexCase& c) { return sm90_runs(c) ? "sm90" : "sm80"; }
 
 // The case on sm90, BlockMasks of 64-key blocks included (two blocks to a 128-key tile; 64-row
 // query blocks: each warpgroup walks its own block's lists).
 FlexCase on_sm90(FlexCase c) {
-  c.backend = c.head_dim > kSm90FlexMaxHeadDim ? Backend::kAuto : Backend::kSm90;
+  c.backend = sm90_runs(c) ? Backend::kSm90 : Backend::kAuto;
   return c;
 }
 
@@ -115,6 +122,66 @@ TEST_P(FlexSm90Blocks, MatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(Cases, FlexSm90Blocks, ::testing::ValuesIn(sm90_block_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// Varlen batches on sm90's persistent kernel (no flex part): every head dim, both dtypes, GQA,
+// causal (bottom-right per sequence: a sequence with more queries than keys has rows that see
+// nothing), windows, softcap, lengths 0, 1, 7, 127, 1000 and 4097 with Sq != Sk, and a batch of
+// many sequences (more tiles than SMs, most of them past their sequence).
+std::vector<FlexCase> sm90_varlen_cases() {
+  std::vector<FlexCase> cases;
+  const int64_t head_dims[] = {32, 64, 96, 128, 160, 192, 224, 256};
+  for (size_t i = 0; i < std::size(head_dims); ++i) {
+    FlexCase c;
+    c.head_dim = head_dims[i];
+    c.dtype = i % 2 == 0 ? DType::kBFloat16 : DType::kFloat16;
+    c.heads_q = 4;
+    c.heads_kv = i % 3 == 0 ? 1 : i % 3 == 1 ? 2 : 4;
+    c.lengths_q = {1, 7, 127, 1000, 0, 300};
+    c.lengths_k = {7, 1, 1000, 127, 5, 300};
+    const char* variant = "";
+    switch (i % 4) {
+      case 0:
+        c.causal = true, variant = "causal";
+        break;
+      case 1:
+        c.window_left = 60, c.window_right = 0, variant = "window";
+        break;
+      case 2:
+        c.causal = true, c.softcap = 8.f, variant = "causal_softcap";
+        break;
+      default:
+        c.window_left = 90, c.window_right = 20, variant = "window_both_sides";
+        break;
+    }
+    c.name = "varlen_" + std::string(variant) + "_hd" + std::to_string(c.head_dim) +
+             (c.dtype == DType::kFloat16 ? "_fp16" : "_bf16");
+    cases.push_back(c);
+  }
+  cases.push_back(make_flex_case("varlen_4097_causal_gqa", [](FlexCase& f) {
+    f.causal = true, f.heads_q = 4, f.heads_kv = 1;
+    f.lengths_q = {4097, 1, 127}, f.lengths_k = {1000, 7, 4097};
+  }));
+  cases.push_back(make_flex_case("varlen_many_sequences_hd64_fp16", [](FlexCase& f) {
+    f.dtype = DType::kFloat16, f.head_dim = 64, f.causal = true, f.heads_q = 16, f.heads_kv = 4;
+    for (int32_t b = 0; b < 40; ++b) {
+      const int32_t length = b % 7 == 3 ? 0 : (b * 131) % 700 + 1;
+      f.lengths_q.push_back(length);
+      f.lengths_k.push_back(b % 5 == 2 ? length / 2 : length);
+    }
+  }));
+  for (FlexCase& c : cases) c.backend = Backend::kSm90;
+  return cases;
+}
+
+class FlexSm90Varlen : public ::testing::TestWithParam<FlexCase> {};
+
+TEST_P(FlexSm90Varlen, MatchesFloat64Reference) {
+  FLASHCORE_REQUIRE_SM90_GPU();
+  expect_matches_reference(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FlexSm90Varlen, ::testing::ValuesIn(sm90_varlen_cases()),
+                         [](const auto& info) { return info.param.name; });
+
 // Cases with fully masked rows must have some on sm90 too, or that part of the test cannot fail.
 TEST(FlexSm90MaskedRows, CasesThatPromiseMaskedRowsHaveThem) {
   FLASHCORE_REQUIRE_SM90_GPU();
@@ -138,7 +205,8 @@ TEST(FlexSm90MaskedRows, CasesThatPromiseMaskedRowsHaveThem) {
 
 // auto runs flex problems on sm90 where its flex kernel takes them (BlockMasks of 64-key blocks
 // too), and on sm80 where it does not (192-key blocks; head dims above 128, whose 128-key
-// BlockMasks and varlen batches sm90 would take at hd128).
+// BlockMasks sm90 would take at hd128); varlen batches without a flex part on sm90's persistent
+// kernel at every head dim.
 TEST(FlexSm90Auto, AutoRunsFlexOnSm90AndFallsBackToSm80) {
   FLASHCORE_REQUIRE_SM90_GPU();
   FlexCase documents = make_flex_case("auto_documents", [](FlexCase& f) { f.doc_span = 30; });
@@ -164,7 +232,7 @@ TEST(FlexSm90Auto, AutoRunsFlexOnSm90AndFallsBackToSm80) {
     FLASHCORE_SKIP_IF_PRUNED(c->dtype, c->head_dim);  // auto's choices need every case's kernel
   for (const auto& [c, provider] : {std::pair{documents, "sm90"}, std::pair{blocks_of_64, "sm90"},
                                     std::pair{blocks_of_192, "sm80"}, std::pair{hd256, "sm80"},
-                                    std::pair{varlen_hd192, "sm80"}}) {
+                                    std::pair{varlen_hd192, "sm90"}}) {
     FlexResult r;
     run_flex_case(c, &r);
     if (::testing::Test::HasFatalFailure()) return;
