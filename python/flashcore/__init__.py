@@ -33,9 +33,12 @@ try:
 except ImportError:
     torch = None
 else:
+    from torch.utils.dlpack import to_dlpack
+
     from . import _flex_ops, _ops
 
     flex._flex_ops = _flex_ops
+    _core.torch_capsules = (torch.Tensor, to_dlpack)
 
 
 def providers():

@@ -14,6 +14,33 @@ except ImportError as error:  # e.g. no CUDA runtime library on this machine
 
 _state = threading.local()
 
+# (torch.Tensor, torch.utils.dlpack.to_dlpack) where torch is installed (set by
+# flashcore/__init__.py; this module imports no framework). The extension takes its arrays through
+# DLPack, and for a torch tensor that means torch's Tensor.__dlpack__, which is Python code: 5.7 us
+# a call on the H200 machine's host against 0.65 us for to_dlpack's capsule, made in C, and a call
+# passes 5 to 16 arrays (docs/flex.md, "The host side of a flex call"). So torch tensors go to the
+# extension as capsules, each imported once (python/src/flex_args.cpp reads each flex array once).
+# Only exact torch.Tensor objects: a subclass keeps its own __dlpack__.
+torch_capsules = None
+
+
+def _native_array(a):
+    if torch_capsules is not None and type(a) is torch_capsules[0]:
+        return torch_capsules[1](a)
+    return a
+
+
+def _native_arrays(*arrays):
+    return tuple(_native_array(a) for a in arrays)
+
+
+def _native_flex(flex):
+    """The flex fields with their torch tensors (and a BlockMask tuple's) as capsules."""
+    if torch_capsules is None or not flex:
+        return flex
+    return {key: tuple(_native_array(e) for e in value) if isinstance(value, tuple)
+            else _native_array(value) for key, value in flex.items()}
+
 
 def native():
     """The extension module; raises a RuntimeError that says why when it could not be loaded."""
@@ -58,8 +85,8 @@ def run(
     if kernel[0] == "unfused":
         _plug_unfused()
     provider = native().attention(
-        q, k, v, out, lse, softmax_scale, causal, window[0], window[1], softcap, *kernel, stream,
-        workspace, flex,
+        *_native_arrays(q, k, v, out, lse), softmax_scale, causal, window[0], window[1], softcap,
+        *kernel, stream, _native_array(workspace), _native_flex(flex),
     )
     _state.provider = provider
     return provider
@@ -70,7 +97,8 @@ def workspace_size(q, k, v, out, lse, softmax_scale, causal, window, softcap, ke
     if kernel[0] == "unfused":
         _plug_unfused()
     return native().workspace_size(
-        q, k, v, out, lse, softmax_scale, causal, window[0], window[1], softcap, *kernel
+        *_native_arrays(q, k, v, out, lse), softmax_scale, causal, window[0], window[1], softcap,
+        *kernel
     )
 
 
@@ -82,8 +110,8 @@ def run_backward(
     cudaStream_t). workspace: at least backward_workspace_size(...) bytes, or None to let the
     library allocate it stream-ordered. flex: the forward's flex fields, or None."""
     native().attention_backward(
-        q, k, v, out, lse, d_o, dq, dk, dv, softmax_scale, causal, window[0], window[1], softcap,
-        deterministic, stream, workspace, flex,
+        *_native_arrays(q, k, v, out, lse, d_o, dq, dk, dv), softmax_scale, causal, window[0],
+        window[1], softcap, deterministic, stream, _native_array(workspace), _native_flex(flex),
     )
 
 
@@ -93,8 +121,8 @@ def backward_workspace_size(
 ):
     """Bytes of device workspace run_backward() needs for these arguments."""
     return native().backward_workspace_size(
-        q, k, v, out, lse, d_o, dq, dk, dv, softmax_scale, causal, window[0], window[1], softcap,
-        deterministic, flex,
+        *_native_arrays(q, k, v, out, lse, d_o, dq, dk, dv), softmax_scale, causal, window[0],
+        window[1], softcap, deterministic, _native_flex(flex),
     )
 
 

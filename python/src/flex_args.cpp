@@ -31,10 +31,14 @@ std::string shape_of(const Array& a) {
   return s + ")";
 }
 
-// A contiguous array of `code`/32-bit elements of the given shape on `device`.
-const void* array_arg(const nb::dict& flex, const char* key, nb::dlpack::dtype_code code,
+// The array under `key`, imported once: each import of a torch tensor runs its __dlpack__, and the
+// Python layer may pass one-use DLPack capsules instead (flashcore/_core.py).
+Array array_of(const nb::dict& flex, const char* key) { return nb::cast<Array>(flex[key]); }
+
+// a (the array under `key`) as a contiguous array of `code`/32-bit elements of the given shape on
+// `device`.
+const void* array_arg(const Array& a, const char* key, nb::dlpack::dtype_code code,
                       const std::vector<int64_t>& shape, int device) {
-  const Array a = nb::cast<Array>(flex[key]);
   const char* type = code == nb::dlpack::dtype_code::Int ? "int32" : "float32";
   if (a.dtype().code != static_cast<uint8_t>(code) || a.dtype().bits != 32) {
     throw nb::type_error((std::string(key) + " must be " + type).c_str());
@@ -77,12 +81,13 @@ void apply_flex(const nb::dict& flex, int device, flashcore::AttentionParams* p)
     if (!has(flex, "cu_seqlens_q") || !has(flex, "cu_seqlens_k")) {
       fail("cu_seqlens_q and cu_seqlens_k go together (pass one tensor twice for self-attention)");
     }
-    const int64_t entries = static_cast<int64_t>(nb::cast<Array>(flex["cu_seqlens_q"]).shape(0));
+    const Array cu_q = array_of(flex, "cu_seqlens_q");
+    const int64_t entries = static_cast<int64_t>(cu_q.shape(0));
     if (entries < 2) fail("cu_seqlens_q must have batch + 1 >= 2 entries");
     p->cu_seqlens_q = static_cast<const int32_t*>(
-        array_arg(flex, "cu_seqlens_q", dtype_code::Int, {entries}, device));
-    p->cu_seqlens_k = static_cast<const int32_t*>(
-        array_arg(flex, "cu_seqlens_k", dtype_code::Int, {entries}, device));
+        array_arg(cu_q, "cu_seqlens_q", dtype_code::Int, {entries}, device));
+    p->cu_seqlens_k = static_cast<const int32_t*>(array_arg(
+        array_of(flex, "cu_seqlens_k"), "cu_seqlens_k", dtype_code::Int, {entries}, device));
     p->batch = entries - 1;
     p->max_seqlen_q = nb::cast<int64_t>(flex["max_seqlen_q"]);
     p->max_seqlen_k = nb::cast<int64_t>(flex["max_seqlen_k"]);
@@ -90,47 +95,47 @@ void apply_flex(const nb::dict& flex, int device, flashcore::AttentionParams* p)
   const int64_t batch = p->batch;
   flashcore::flex::FlexOptions& f = p->flex;
   if (has(flex, "doc_ids_q")) {
-    const char* key_k = has(flex, "doc_ids_k") ? "doc_ids_k" : "doc_ids_q";
+    const Array ids_q = array_of(flex, "doc_ids_q");
+    const bool own_k = has(flex, "doc_ids_k");
     f.mask.documents.doc_ids_q = static_cast<const int32_t*>(
-        array_arg(flex, "doc_ids_q", dtype_code::Int, {batch, p->seqlen_q}, device));
+        array_arg(ids_q, "doc_ids_q", dtype_code::Int, {batch, p->seqlen_q}, device));
     f.mask.documents.doc_ids_k = static_cast<const int32_t*>(
-        array_arg(flex, key_k, dtype_code::Int, {batch, p->seqlen_k}, device));
+        array_arg(own_k ? array_of(flex, "doc_ids_k") : ids_q, own_k ? "doc_ids_k" : "doc_ids_q",
+                  dtype_code::Int, {batch, p->seqlen_k}, device));
     f.mask.documents.batch_stride_q = p->seqlen_q;
     f.mask.documents.batch_stride_k = p->seqlen_k;
   }
   if (has(flex, "prefix_lengths") || has(flex, "prefix_length")) {
     f.mask.use_prefix_lm = true;
     if (has(flex, "prefix_lengths")) {
-      f.mask.prefix_lm.prefix_lengths = static_cast<const int32_t*>(
-          array_arg(flex, "prefix_lengths", dtype_code::Int, {batch}, device));
+      f.mask.prefix_lm.prefix_lengths = static_cast<const int32_t*>(array_arg(
+          array_of(flex, "prefix_lengths"), "prefix_lengths", dtype_code::Int, {batch}, device));
     } else {
       f.mask.prefix_lm.prefix_length = nb::cast<int64_t>(flex["prefix_length"]);
     }
   }
   if (has(flex, "alibi_slopes")) {
-    f.score_mod.alibi.slopes =
-        static_cast<const float*>(array_arg(flex, "alibi_slopes", dtype_code::Float, {hq}, device));
+    f.score_mod.alibi.slopes = static_cast<const float*>(
+        array_arg(array_of(flex, "alibi_slopes"), "alibi_slopes", dtype_code::Float, {hq}, device));
   }
   if (has(flex, "rel_bias")) {
-    const Array table = nb::cast<Array>(flex["rel_bias"]);
+    const Array table = array_of(flex, "rel_bias");
     const int64_t width = table.ndim() == 2 ? static_cast<int64_t>(table.shape(1)) : 0;
     if (width % 2 == 0) fail("rel_bias must be [heads_q, 2 * S - 1] (an odd width)");
     f.score_mod.bias = flashcore::flex::relative_bias(
         static_cast<const float*>(
-            array_arg(flex, "rel_bias", dtype_code::Float, {hq, width}, device)),
+            array_arg(table, "rel_bias", dtype_code::Float, {hq, width}, device)),
         (width + 1) / 2);
   }
   if (has(flex, "sinks")) {
-    f.sinks.logits =
-        static_cast<const float*>(array_arg(flex, "sinks", dtype_code::Float, {hq}, device));
+    f.sinks.logits = static_cast<const float*>(
+        array_arg(array_of(flex, "sinks"), "sinks", dtype_code::Float, {hq}, device));
   }
   if (has(flex, "block_mask")) {
     const nb::tuple t = nb::cast<nb::tuple>(flex["block_mask"]);
     if (t.size() != 6) fail("block_mask must be a 6-tuple (see flashcore/flex.py)");
-    nb::dict arrays;
-    arrays["kv_num_blocks"] = t[0];
-    arrays["kv_indices"] = t[1];
     const Array counts = nb::cast<Array>(t[0]);
+    const Array indices = nb::cast<Array>(t[1]);
     if (counts.ndim() != 3) fail("block_mask kv_num_blocks must be [B, H, num_q_blocks]");
     flashcore::flex::BlockMask& m = f.block_mask;
     m.batch = static_cast<int64_t>(counts.shape(0));
@@ -142,21 +147,19 @@ void apply_flex(const nb::dict& flex, int device, flashcore::AttentionParams* p)
     const std::vector<int64_t> count_shape{m.batch, m.heads, m.num_q_blocks()};
     const std::vector<int64_t> index_shape{m.batch, m.heads, m.num_q_blocks(), -1};
     m.kv_num_blocks = static_cast<const int32_t*>(
-        array_arg(arrays, "kv_num_blocks", dtype_code::Int, count_shape, device));
+        array_arg(counts, "kv_num_blocks", dtype_code::Int, count_shape, device));
     m.kv_indices = static_cast<const int32_t*>(
-        array_arg(arrays, "kv_indices", dtype_code::Int, index_shape, device));
-    if (nb::cast<Array>(t[1]).shape(3) != static_cast<size_t>(m.num_kv_blocks())) {
-      fail("block_mask kv_indices has " + std::to_string(nb::cast<Array>(t[1]).shape(3)) +
+        array_arg(indices, "kv_indices", dtype_code::Int, index_shape, device));
+    if (indices.shape(3) != static_cast<size_t>(m.num_kv_blocks())) {
+      fail("block_mask kv_indices has " + std::to_string(indices.shape(3)) +
            " KV blocks per row but seqlen_k needs " + std::to_string(m.num_kv_blocks()) +
            "; build the mask for these lengths");
     }
     if (!t[2].is_none()) {
-      arrays["full_kv_num_blocks"] = t[2];
-      arrays["full_kv_indices"] = t[3];
-      m.full_kv_num_blocks = static_cast<const int32_t*>(
-          array_arg(arrays, "full_kv_num_blocks", dtype_code::Int, count_shape, device));
+      m.full_kv_num_blocks = static_cast<const int32_t*>(array_arg(
+          nb::cast<Array>(t[2]), "full_kv_num_blocks", dtype_code::Int, count_shape, device));
       m.full_kv_indices = static_cast<const int32_t*>(
-          array_arg(arrays, "full_kv_indices", dtype_code::Int,
+          array_arg(nb::cast<Array>(t[3]), "full_kv_indices", dtype_code::Int,
                     {m.batch, m.heads, m.num_q_blocks(), m.num_kv_blocks()}, device));
     }
   }
@@ -184,18 +187,20 @@ std::vector<int64_t> create_block_mask(nb::ndarray<> buffer, const nb::dict& mas
   m.window = flashcore::flex::sliding_window_mask(nb::cast<int64_t>(mask["window_left"]),
                                                   nb::cast<int64_t>(mask["window_right"]));
   if (has(mask, "doc_ids_q")) {
-    const char* key_k = has(mask, "doc_ids_k") ? "doc_ids_k" : "doc_ids_q";
+    const Array ids_q = array_of(mask, "doc_ids_q");
+    const bool own_k = has(mask, "doc_ids_k");
     m.documents = {static_cast<const int32_t*>(
-                       array_arg(mask, "doc_ids_q", dtype_code::Int, {-1, seqlen_q}, device)),
-                   static_cast<const int32_t*>(
-                       array_arg(mask, key_k, dtype_code::Int, {-1, seqlen_k}, device)),
+                       array_arg(ids_q, "doc_ids_q", dtype_code::Int, {-1, seqlen_q}, device)),
+                   static_cast<const int32_t*>(array_arg(
+                       own_k ? array_of(mask, "doc_ids_k") : ids_q,
+                       own_k ? "doc_ids_k" : "doc_ids_q", dtype_code::Int, {-1, seqlen_k}, device)),
                    seqlen_q, seqlen_k};
   }
   if (has(mask, "prefix_lengths") || has(mask, "prefix_length")) {
     m.use_prefix_lm = true;
     if (has(mask, "prefix_lengths")) {
-      m.prefix_lm.prefix_lengths = static_cast<const int32_t*>(
-          array_arg(mask, "prefix_lengths", dtype_code::Int, {-1}, device));
+      m.prefix_lm.prefix_lengths = static_cast<const int32_t*>(array_arg(
+          array_of(mask, "prefix_lengths"), "prefix_lengths", dtype_code::Int, {-1}, device));
     } else {
       m.prefix_lm.prefix_length = nb::cast<int64_t>(mask["prefix_length"]);
     }
