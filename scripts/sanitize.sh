@@ -24,8 +24,8 @@ filter="${filter%:\*Sm90HeadDimTest\*}"
 filter+=':*BackendTest*/fp16_b2_sq128_sk128_hq4_hkv4_d*:*SplitKvTest*/*sq512_sk512*splits3'
 filter+=':*DependentLaunch*:*Sm90SchedulerTest*/*sq700*:*Sm90SchedulerTest*/*sq500*:*CreateBlockMask*'
 filter+=':*Sm80HeadDimTest*/fp16_b2_sq7_sk127*'
-# The sm80 and sm90 flex kernels (every built-in mod, BlockMask, varlen, sinks) and the varlen
-# oracle.
+# The sm80 and sm90 flex kernels (every built-in mod, BlockMask, varlen, sinks), varlen on the
+# persistent sm90 kernel (FlexSm90Varlen) and the varlen oracle.
 filter+=':*FlexSm80*:*FlexSm90*:*GpuOracleVarlen*'
 # The backward (docs/backward.md), each case on the sm80 and the sm90 backward: both head dims and
 # dtypes, tails, masks, softcap (sm90: its own kernel), strides, and a deterministic case (the
