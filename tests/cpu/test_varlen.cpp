@@ -106,12 +106,18 @@ TEST(VarlenContents, CheckCuSeqlens) {
   }
 }
 
-TEST(VarlenBackends, Sm90AndSm80RunVarlenAndEveryOtherBackendSaysWhere) {
+// An sm_90 GPU as the backends' rejects() see it (nothing here asks the driver).
+cudaDeviceProp h100_properties() {
   cudaDeviceProp hopper{};
   hopper.major = 9;
   hopper.minor = 0;
   hopper.multiProcessorCount = 132;
   hopper.sharedMemPerBlockOptin = 227 * 1024;
+  return hopper;
+}
+
+TEST(VarlenBackends, Sm90AndSm80RunVarlenAndEveryOtherBackendSaysWhere) {
+  const cudaDeviceProp hopper = h100_properties();
   const detail::Problem problem = detail::make_problem(varlen_params());
   size_t count = 0;
   const detail::BackendEntry* entries = detail::backend_entries(&count);
@@ -148,11 +154,7 @@ TEST(VarlenBackends, Sm90AndSm80RunVarlenAndEveryOtherBackendSaysWhere) {
 // unsplit, tile auto or large) and one with a flex part on its flex kernel; auto never leaves a
 // varlen batch to sm80 on an sm_90 GPU, however small.
 TEST(VarlenBackends, Sm90RunsPlainVarlenOnItsPersistentKernel) {
-  cudaDeviceProp hopper{};
-  hopper.major = 9;
-  hopper.minor = 0;
-  hopper.multiProcessorCount = 132;
-  hopper.sharedMemPerBlockOptin = 227 * 1024;
+  const cudaDeviceProp hopper = h100_properties();
   const AttentionParams plain = varlen_params();
   EXPECT_FALSE(detail::sm90_needs_flex_kernel(detail::make_problem(plain)));
   AttentionParams sinks = plain;
