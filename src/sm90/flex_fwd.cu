@@ -62,12 +62,7 @@ LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device) 
                    a.q.strides.head,
                    a.q.strides.batch};
   const bool varlen = is_varlen(a);
-  if (varlen) {
-    // Batch strides are ignored for packed tensors; the descriptors (batch 1) still get valid ones.
-    in.q.batch_stride = a.seqlen_q * a.q.strides.seq;
-    in.k.batch_stride = a.seqlen_k * a.k.strides.seq;
-    in.v.batch_stride = a.seqlen_k * a.v.strides.seq;
-  }
+  if (varlen) sm90::use_packed_batch_strides(a, &in);
   const int64_t rows = varlen ? a.max_seqlen_q : a.seqlen_q;
   p.num_m_blocks = static_cast<int>((rows + sm90::kFlexTileRows - 1) / sm90::kFlexTileRows);
   p.num_splits = 1;

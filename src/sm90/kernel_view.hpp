@@ -12,4 +12,9 @@ namespace flashcore::sm90 {
 
 LaunchArgs kernel_view(const detail::Problem& problem);
 
+// A varlen batch's inputs as the descriptors see them, one batch of every packed row: the caller's
+// batch strides are ignored for packed tensors, and the descriptors still get valid ones. Shared by
+// the persistent kernel's plan and the flex kernel's.
+void use_packed_batch_strides(const AttentionParams& a, LaunchArgs* in);
+
 }  // namespace flashcore::sm90

@@ -63,6 +63,12 @@ LaunchArgs kernel_view(const detail::Problem& problem) {
   return in;
 }
 
+void use_packed_batch_strides(const AttentionParams& a, LaunchArgs* in) {
+  in->q.batch_stride = a.seqlen_q * a.q.strides.seq;
+  in->k.batch_stride = a.seqlen_k * a.k.strides.seq;
+  in->v.batch_stride = a.seqlen_k * a.v.strides.seq;
+}
+
 }  // namespace flashcore::sm90
 
 namespace flashcore::detail {
@@ -120,10 +126,7 @@ bool apply_schedule_knob(LaunchArgs* in) {
 void bind_varlen(const AttentionParams& a, LaunchArgs* in) {
   in->args.cu_seqlens_q = a.cu_seqlens_q;
   in->args.cu_seqlens_k = a.cu_seqlens_k;
-  // The descriptors see one batch of every packed row; they still get valid batch strides.
-  in->q.batch_stride = a.seqlen_q * a.q.strides.seq;
-  in->k.batch_stride = a.seqlen_k * a.k.strides.seq;
-  in->v.batch_stride = a.seqlen_k * a.v.strides.seq;
+  sm90::use_packed_batch_strides(a, in);
 }
 
 // Grid, schedule and split count on this device.
