@@ -7,8 +7,11 @@
 # the tuner applies before compiling a candidate (tools/bench/tune_config.cpp, invalid_reason; keep
 # them in step), plus the schedule the library's kernels are built with.
 #
-# From the build: include() this file and call flashcore_sm90_tuned_table(TABLE OUTPUT).
-# As a script (the CPU tests): cmake -DTABLE=FILE -DOUTPUT=HEADER -P cmake/sm90_tuned_table.cmake
+# From the build: include() this file and call flashcore_sm90_tuned_table(TABLE OUTPUT [VAR]); VAR,
+# when given, is set to the head dims whose reviewed key tile is a wgmma N that CuTe offers only
+# under CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (src/CMakeLists.txt, src/sm90/wgmma.hpp).
+# As a script (the CPU tests): cmake -DTABLE=FILE -DOUTPUT=HEADER [-DEXTENDED_OUTPUT=FILE] -P
+# cmake/sm90_tuned_table.cmake (FILE gets VAR's list).
 
 if(CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE)
   cmake_minimum_required(VERSION 3.25)  # the project's policies (IN_LIST)
@@ -17,6 +20,9 @@ endif()
 # src/sm90/tile_table.hpp and kernel_traits.hpp: rows per consumer warpgroup, the register file,
 # the producer's registers, one CTA's shared memory and the barriers' share of it. Set in the
 # calling function's scope (the build calls it from more than one directory).
+# The wgmma N that CuTe's selectors offer without CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED.
+set(FLASHCORE_CUTE_STANDARD_WGMMA_N 8 16 32 64 96 128 192 256)
+
 macro(_fc_kernel_constants)
   set(_fc_rows_per_warpgroup 64)
   set(_fc_register_file 65536)
@@ -142,6 +148,7 @@ function(flashcore_sm90_tuned_table table output)
 
   set(cases "")
   set(seen "")
+  set(extended_head_dims "")
   set(reviewed_count 0)
   if(row_count GREATER 0)
     math(EXPR last "${row_count} - 1")
@@ -196,6 +203,9 @@ function(flashcore_sm90_tuned_table table output)
                                               "${reason}")
       endif()
       math(EXPR reviewed_count "${reviewed_count} + 1")
+      if(NOT block_n IN_LIST FLASHCORE_CUTE_STANDARD_WGMMA_N)
+        list(APPEND extended_head_dims ${head_dim})
+      endif()
       set(bf16 false)
       if(dtype STREQUAL "bf16")
         set(bf16 true)
@@ -227,11 +237,18 @@ function(flashcore_sm90_tuned_table table output)
            "}  // namespace flashcore::sm90\n")
   # Rewritten only when it changes, so that a re-configure does not rebuild every sm90 kernel.
   file(CONFIGURE OUTPUT "${output}" CONTENT "${text}" @ONLY)
+  if(ARGC GREATER 2)
+    list(REMOVE_DUPLICATES extended_head_dims)
+    set(${ARGV2} "${extended_head_dims}" PARENT_SCOPE)
+  endif()
 endfunction()
 
 if(CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE)
   if(NOT DEFINED TABLE OR NOT DEFINED OUTPUT)
     message(FATAL_ERROR "usage: cmake -DTABLE=FILE -DOUTPUT=HEADER -P ${CMAKE_CURRENT_LIST_FILE}")
   endif()
-  flashcore_sm90_tuned_table("${TABLE}" "${OUTPUT}")
+  flashcore_sm90_tuned_table("${TABLE}" "${OUTPUT}" extended_head_dims)
+  if(DEFINED EXTENDED_OUTPUT)  # the test's view of the optional third argument
+    file(WRITE "${EXTENDED_OUTPUT}" "${extended_head_dims}")
+  endif()
 endif()

@@ -83,6 +83,10 @@ struct Bwd256Traits {
                                                    Shape<Int<kBlockM>, Int<kHalfDim>, Int<kBlockN>>,
                                                    GMMA::Major::MN, GMMA::Major::MN>(),
                               WarpgroupsAlongN{}));
+  static_assert(kWholeWgmmaN<TiledMmaSdP, kBlockM> && kWholeWgmmaN<TiledMmaDkv, kHalfDim> &&
+                    kWholeWgmmaN<TiledMmaDq, kHalfDim>,
+                "a wgmma N split in narrower instructions: this translation unit needs "
+                "CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (wgmma.hpp, kWholeWgmmaN)");
 
   // Q and dO: kBlockM x D, K-major; Q^T and dO^T (D x kBlockM, MN-major) are the same bytes.
   using QAtom =

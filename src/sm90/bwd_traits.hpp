@@ -31,6 +31,7 @@
 #include "sm90/sm90_bwd.hpp"
 #include "sm90/tile_scheduler.hpp"
 #include "sm90/tile_table.hpp"
+#include "sm90/wgmma.hpp"
 
 namespace flashcore::sm90 {
 
@@ -92,6 +93,10 @@ struct BwdTraits {
       decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, DqAtomShape,
                                                    GMMA::Major::MN, GMMA::Major::MN>(),
                               DqWarpgroups{}));
+  static_assert(kWholeWgmmaN<TiledMmaSdP, kBlockM> && kWholeWgmmaN<TiledMmaDkv, kHeadDim> &&
+                    kWholeWgmmaN<TiledMmaDq, size<1>(DqAtomShape{})>,
+                "a wgmma N split in narrower instructions: this translation unit needs "
+                "CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (wgmma.hpp, kWholeWgmmaN)");
 
   // Q and dO: kBlockM x D, K-major (D contiguous), a ring of kStages; Q^T and dO^T (D x kBlockM,
   // MN-major) are the same bytes for the dK and dV GEMMs.

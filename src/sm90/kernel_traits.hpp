@@ -108,6 +108,10 @@ struct KernelTraits {
                            Shape<Int<kRowsPerWarpgroup>, Int<kHeadDim>, Int<kBlockN>>,
                            GMMA::Major::K, GMMA::Major::MN>(),
       ConsumerLayout{}));
+  static_assert(kWholeWgmmaN<TiledMmaQK, kBlockN> && kWholeWgmmaN<TiledMmaPV, kHeadDim>,
+                "a wgmma N split in narrower instructions: this translation unit needs "
+                "CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (src/CMakeLists.txt, "
+                "FLASHCORE_SM90_EXTENDED_MMA_HEAD_DIMS)");
 
   // Q's ring: kQStages tiles (see kQStages below), one tile of it as the S GEMM and the epilogue
   // see it.

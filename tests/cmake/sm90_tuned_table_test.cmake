@@ -15,12 +15,20 @@ function(fail message)
   message(SEND_ERROR "${message}")
 endfunction()
 
-# Runs the generator on TABLE; sets rc, log (stdout + stderr, line breaks folded) and header.
+# Runs the generator on TABLE; sets rc, log (stdout + stderr, line breaks folded), header and
+# extended (the head dims whose reviewed key tile needs CuTe's extended wgmma shapes).
 function(generate table)
   set(header "${WORK_DIR}/out.hpp")
-  file(REMOVE "${header}")
-  execute_process(COMMAND "${CMAKE_COMMAND}" -DTABLE=${table} -DOUTPUT=${header} -P "${generator}"
+  set(extended_file "${WORK_DIR}/extended.txt")
+  file(REMOVE "${header}" "${extended_file}")
+  execute_process(COMMAND "${CMAKE_COMMAND}" -DTABLE=${table} -DOUTPUT=${header}
+                          -DEXTENDED_OUTPUT=${extended_file} -P "${generator}"
                   RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(extended "<none written>")
+  if(EXISTS "${extended_file}")
+    file(READ "${extended_file}" extended)
+  endif()
+  set(extended "${extended}" PARENT_SCOPE)
   string(REGEX REPLACE "[ \n]+" " " folded "${out}${err}")
   set(rc ${code} PARENT_SCOPE)
   set(log "${folded}" PARENT_SCOPE)
@@ -65,6 +73,8 @@ elseif(NOT log MATCHES "row 0 \\(sm90 hd128 bf16\\) is not reviewed")
   fail("the checked-in table's unreviewed row is not reported as ignored: ${log}")
 elseif(header MATCHES "if \\(" OR NOT header MATCHES "reviewed: 0\\)")
   fail("the checked-in table's unreviewed row reached the header:\n${header}")
+elseif(NOT extended STREQUAL "")
+  fail("the checked-in table asks for CuTe's extended wgmma shapes at hd '${extended}'")
 endif()
 
 # 2. The fixture: two reviewed rows map to their tiles (shared memory as KernelTraits lays it
@@ -84,6 +94,10 @@ else()
   endforeach()
   if(header MATCHES "bf16 == false")
     fail("the fixture's unreviewed fp16 row reached the header:\n${header}")
+  endif()
+  # Its hd128 row's 112-key tile is a wgmma N outside CuTe's standard ones; hd64's 64 is not.
+  if(NOT extended STREQUAL "128")
+    fail("the fixture's head dims needing CuTe's extended wgmma shapes: '${extended}', expected 128")
   endif()
 endif()
 
