@@ -16,8 +16,11 @@ bm = flashcore.create_block_mask(mods.documents(docs), B, None, S, S)
 t = [torch.randn(1, 2, 256, 64, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
 tdocs = (torch.arange(256, device="cuda") // 64).int()[None].contiguous()
 tbm = flashcore.create_block_mask(mods.documents(tdocs), 1, None, 256, 256)
+qs, ks, vs = (x.transpose(1, 2) for x in (q, k, v))
 rows = {
     "dense attention tiny": lambda: flashcore.attention(*(x.transpose(1, 2) for x in t), causal=True),
+    # The persistent kernel's dynamic schedule: a tile counter from the workspace.
+    "dense attention causal B4 S4096": lambda: flashcore.attention(qs, ks, vs, causal=True),
     "flex tiny no mask": lambda: flashcore.flex_attention(*t),
     "flex tiny documents BlockMask": lambda: flashcore.flex_attention(*t, block_mask=tbm),
     "flex documents 128 B4 S4096": lambda: flashcore.flex_attention(q, k, v, block_mask=bm),

@@ -79,9 +79,10 @@ def run(
     """Validates and launches on `stream` (an int cudaStream_t); records the provider that ran.
 
     kernel: (backend, num_splits, tile, enable_pdl). workspace: a device array of at least
-    workspace_size(...) bytes, or None to let the library allocate it stream-ordered (slow for
-    large sizes: the pool gives it back at every sync). flex: the flex keyword fields of
-    python/src/flex_args.hpp (flashcore.flex builds them), or None."""
+    workspace_size(...) bytes; a callable that takes that size and returns one, called only when
+    it is not 0 (torch's caching allocator: _ops.workspace_allocator); or None to let the library
+    allocate it stream-ordered (slow: the pool gives it back at every sync). flex: the flex
+    keyword fields of python/src/flex_args.hpp (flashcore.flex builds them), or None."""
     if kernel[0] == "unfused":
         _plug_unfused()
     provider = native().attention(

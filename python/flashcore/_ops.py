@@ -18,11 +18,21 @@ def _lse_shape(q):
     return (q.shape[0], q.shape[2], q.shape[1])
 
 
-def _workspace(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel):
-    """The workspace from torch's caching allocator (stream-ordered on the current stream), or
-    None when the chosen kernel needs none."""
-    size = _core.workspace_size(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel)
-    return torch.empty(size, dtype=torch.uint8, device=q.device) if size else None
+def workspace_allocator(device, stream=None):
+    """The workspace argument of _core.run: a callable that the extension calls only when the
+    chosen kernel needs scratch, with the bytes it needs. The buffer comes from torch's caching
+    allocator on the current stream (a graph's pool under capture), so the library never
+    allocates with cudaMallocAsync and the call needs no workspace_size() crossing first. stream:
+    the int cudaStream_t the kernel runs on when it is not the current one (the buffer is then
+    recorded on it, so that the allocator does not hand it out before the kernel is done)."""
+
+    def allocate(nbytes):
+        buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        if stream is not None:
+            buffer.record_stream(torch.cuda.ExternalStream(int(stream), device=device))
+        return _core._native_array(buffer)
+
+    return allocate
 
 
 def _current_stream(q):
@@ -54,10 +64,9 @@ def attention_op(
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     window = (window_left, window_right)
     kernel = (backend, num_splits, tile, enable_pdl)
-    workspace = _workspace(q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel)
     _core.run(
         q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel, _current_stream(q),
-        workspace,
+        workspace_allocator(q.device),
     )
     return out, lse
 
@@ -182,11 +191,10 @@ def attention(
         lse_out = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
     # Detached views go to the extension; the caller gets back the very out/lse_out it passed.
     args = (q.detach(), k.detach(), v.detach(), out.detach(), lse_out.detach() if return_lse else None)
-    workspace = _workspace(*args, softmax_scale, causal, window, softcap, kernel)
     if stream is None:
+        workspace = workspace_allocator(q.device)
         stream = _current_stream(q)
-    elif workspace is not None:
-        # Allocated on the current stream but used on `stream`: keep it from being reused early.
-        workspace.record_stream(torch.cuda.ExternalStream(int(stream), device=q.device))
+    else:
+        workspace = workspace_allocator(q.device, stream)
     _core.run(*args, softmax_scale, causal, window, softcap, kernel, int(stream), workspace)
     return (out, lse_out) if return_lse else out

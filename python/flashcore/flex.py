@@ -324,7 +324,7 @@ def launch(q, k, v, out, lse, scale, causal, window, softcap, fields, jit_mod, b
         return
     kernel = (backend, 0, "auto", True)
     _core.run(q, k, v, out, lse, 0.0 if scale is None else float(scale), causal, window,
-              float(softcap), kernel, _stream_of(q), flex=fields)
+              float(softcap), kernel, _stream_of(q), _workspace_of(q), flex=fields)
 
 
 def _jit_program(jit_mask, jit_score):
@@ -419,6 +419,16 @@ def _empty_outputs(like, lse_shape, return_lse):
         out = xp.empty(like.shape, dtype=like.dtype, device=like.device)
         lse = xp.empty(lse_shape, dtype=xp.float32, device=like.device) if return_lse else None
     return out, lse
+
+
+def _workspace_of(x):
+    """The workspace argument of _core.run: torch's caching allocator for a torch tensor
+    (_ops.workspace_allocator), else None (the library allocates what it needs)."""
+    if hasattr(x, "is_cuda") and x.is_cuda:
+        from . import _ops
+
+        return _ops.workspace_allocator(x.device)
+    return None
 
 
 def _stream_of(x):

@@ -306,13 +306,59 @@ size_t workspace_size(const Array& q, const Array& k, const Array& v, const Muta
   return bytes;
 }
 
+MutableArray workspace_array(const nb::handle& object, const char* what) {
+  MutableArray array;
+  if (!nb::try_cast(object, array)) {
+    throw nb::type_error((std::string(what) + " is a " +
+                          nb::cast<std::string>(nb::str(object.type().attr("__name__"))) +
+                          "; pass a writable DLPack device array (or a callable returning one)")
+                             .c_str());
+  }
+  return array;
+}
+
+// The call's workspace into params: `workspace` is None (run() then allocates what it needs
+// stream-ordered), a device array, or a callable that takes a byte count and returns such an
+// array. The callable is the framework's allocator (torch's caching allocator in flashcore's torch
+// layer); it is called only when the chosen kernel needs scratch, so such a call is one crossing
+// instead of workspace_size() and then attention(), and never a cudaMallocAsync. The returned
+// array stays referenced in *keep until the launch is enqueued.
+void bind_workspace(const nb::object& workspace, int device, flashcore::AttentionParams* params,
+                    std::optional<MutableArray>* keep) {
+  if (workspace.is_none()) return;
+  if (PyCallable_Check(workspace.ptr())) {
+    flashcore::Status status;
+    size_t bytes = 0;
+    {
+      nb::gil_scoped_release release;
+      flashcore_python::DeviceGuard guard(device);
+      status = flashcore::can_implement(*params);
+      if (status.ok()) bytes = flashcore::workspace_size(*params);
+    }
+    flashcore_python::raise_status(status);
+    if (bytes == 0) return;
+    *keep = workspace_array(workspace(bytes), "the workspace allocator's result");
+    if ((*keep)->nbytes() < bytes) {
+      throw nb::value_error(("the workspace allocator returned " +
+                             std::to_string((*keep)->nbytes()) + " bytes for a request of " +
+                             std::to_string(bytes))
+                                .c_str());
+    }
+  } else {
+    *keep = workspace_array(workspace, "workspace");
+  }
+  check_device("workspace", **keep, device);
+  params->workspace = (*keep)->data();
+  params->workspace_bytes = (*keep)->nbytes();
+}
+
 // Returns the provider that ran. Raises TypeError for dtypes, ValueError for every other bad
 // argument (before anything is launched) and RuntimeError for CUDA failures.
 std::string attention(const Array& q, const Array& k, const Array& v, const MutableArray& out,
                       std::optional<MutableArray> lse, float softmax_scale, bool causal,
                       int64_t window_left, int64_t window_right, float softcap,
                       const std::string& backend, int64_t num_splits, const std::string& tile,
-                      bool enable_pdl, std::uintptr_t stream, std::optional<MutableArray> workspace,
+                      bool enable_pdl, std::uintptr_t stream, const nb::object& workspace,
                       const std::optional<nb::dict>& flex) {
   int device = 0;
   flashcore::AttentionParams params =
@@ -320,11 +366,8 @@ std::string attention(const Array& q, const Array& k, const Array& v, const Muta
                   backend, num_splits, tile, enable_pdl, stream, &device);
   // flashcore.flex_attention / attention_varlen: mods, BlockMask, sinks, cu_seqlens.
   if (flex) flashcore_python::apply_flex(*flex, device, &params);
-  if (workspace) {
-    check_device("workspace", *workspace, device);
-    params.workspace = workspace->data();
-    params.workspace_bytes = workspace->nbytes();
-  }
+  std::optional<MutableArray> workspace_array;
+  bind_workspace(workspace, device, &params, &workspace_array);
   flashcore::RunInfo info;
   flashcore::Status status;
   {
@@ -404,7 +447,9 @@ NB_MODULE(_flashcore, m) {
         "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a, "num_splits"_a,
         "tile"_a, "enable_pdl"_a, "stream"_a, "workspace"_a.none() = nb::none(),
         "flex"_a.none() = nb::none(),
-        "Runs attention into out (and lse) on the given CUDA stream; returns the provider.");
+        "Runs attention into out (and lse) on the given CUDA stream; returns the provider. "
+        "workspace: None, a device array, or a callable bytes -> device array (called only when "
+        "the chosen kernel needs scratch).");
   m.def("workspace_size", &workspace_size, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(),
         "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a,
         "num_splits"_a, "tile"_a, "enable_pdl"_a, "flex"_a.none() = nb::none(),

@@ -350,6 +350,49 @@ def test_explicit_stream_argument():
     assert_matches(out, q, k, v)
 
 
+def test_workspace_comes_from_the_callable_only_when_needed():
+    """The extension calls a workspace callable (torch's caching allocator in flashcore's torch
+    layer) once, with workspace_size's bytes, when the chosen kernel needs scratch (split-KV's
+    partials), and not at all when it needs none; a short or non-array result is refused before
+    any launch."""
+    from flashcore import _core
+
+    q, k, v = inputs(2, 1, 4097, 8, 2, 128, torch.bfloat16)
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((2, 8, 1), float("nan"), device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    split = ("auto", 4, "auto", True)
+    args = (q, k, v, out, lse, 0.0, False, (-1, -1), 0.0)
+    needed = _core.workspace_size(*args, split)
+    assert needed > 0, "a 4-way split needs scratch for its partials"
+    requests = []
+
+    def allocate(nbytes):
+        requests.append(nbytes)
+        return torch.full((nbytes,), 0xAB, dtype=torch.uint8, device="cuda")  # poisoned
+
+    _core.run(*args, split, stream, allocate)
+    assert requests == [needed]
+    assert_matches(out, q, k, v)
+    assert_lse_matches(lse, q, k, v)
+
+    unsplit = ("auto", 1, "auto", True)
+    assert _core.workspace_size(*args, unsplit) == 0
+    requests.clear()
+    out.fill_(float("nan"))
+    _core.run(*args, unsplit, stream, allocate)
+    assert requests == []
+    assert_matches(out, q, k, v)
+
+    out.fill_(float("nan"))
+    with pytest.raises(ValueError, match=f"returned 1 bytes for a request of {needed}"):
+        _core.run(*args, split, stream, lambda n: torch.empty(1, dtype=torch.uint8, device="cuda"))
+    with pytest.raises(TypeError, match="the workspace allocator's result is a str"):
+        _core.run(*args, split, stream, lambda n: "scratch")
+    torch.cuda.synchronize()
+    assert out.isnan().all(), "a refused call launched"
+
+
 class DLPackOnly:
     """Speaks only DLPack, as CuPy and JAX arrays do: exercises the non-torch path."""
 
