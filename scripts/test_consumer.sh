@@ -42,6 +42,7 @@ echo "consumer (pkg-config): $("$work/pkg_config_consumer")"
 # which the build above compiled and tested: sm_80 only, pruned (cmake/pruning.cmake) to the one
 # kernel the example runs, hd64 fp16, so that it compiles in seconds, not minutes.
 cmake -S examples/cpp -B "$work/add_subdirectory" -G Ninja -DFLASHCORE_SOURCE_DIR="$PWD" \
-  -DFLASHCORE_CUDA_ARCHITECTURES=80 -DFLASHCORE_HEAD_DIMS=64 -DFLASHCORE_DTYPES=fp16 > /dev/null
+  -DFLASHCORE_CUDA_ARCHITECTURES=80 -DFLASHCORE_HEAD_DIMS=64 -DFLASHCORE_DTYPES=fp16 \
+  -DFLASHCORE_LINEINFO=OFF > /dev/null
 cmake --build "$work/add_subdirectory" -j "$(nproc)" --target consumer > /dev/null
 echo "consumer (add_subdirectory, pruned to hd64 fp16): $("$work/add_subdirectory/consumer")"
