@@ -163,37 +163,6 @@ def test_torch_block_mask_is_used_as_it_is():
     assert err <= TOLERANCE[torch.bfloat16], f"vs torch flex_attention: {err:.2e}"
 
 
-def test_sm90_flex_kernel_takes_its_tile_counter_from_torch(monkeypatch):
-    """The sm90 flex kernel's tile counter comes from torch's caching allocator through the
-    workspace callable (one request a call), not from a cudaMallocAsync in the library."""
-    if varlen_provider() != "sm90":
-        pytest.skip("SKIPPED: the sm90 flex kernel needs an sm_90 GPU and an sm90 build")
-    from flashcore import _ops
-
-    requests = []
-    allocator = _ops.workspace_allocator
-
-    def counting(device, stream=None):
-        allocate = allocator(device, stream)
-
-        def count(nbytes):
-            requests.append(nbytes)
-            return allocate(nbytes)
-
-        return count
-
-    monkeypatch.setattr(_ops, "workspace_allocator", counting)
-    q, k, v = inputs(torch.bfloat16, S=384)
-    docs = (torch.arange(384, device="cuda") // 100).int()[None].expand(2, 384).contiguous()
-    block_mask = flashcore.create_block_mask(mods.documents(docs), 2, None, 384, 384)
-    out, lse = flashcore.flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True,
-                                        return_lse=True)
-    assert flashcore.last_provider() == "sm90"
-    assert len(requests) == 1 and requests[0] > 0
-    ref_out, ref_lse = reference(q, k, v, mods.documents(docs))
-    check(out, lse, ref_out, ref_lse, torch.bfloat16, "documents, counter from torch")
-
-
 def check_each_causal_sequence(out, lse, packed, lengths, dtype, label):
     """A causal varlen result (packed [total, H, D], LSE [H, total]) against the reference of
     each non-empty sequence alone."""
