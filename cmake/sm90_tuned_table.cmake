@@ -17,12 +17,12 @@ if(CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE)
   cmake_minimum_required(VERSION 3.25)  # the project's policies (IN_LIST)
 endif()
 
-# src/sm90/tile_table.hpp and kernel_traits.hpp: rows per consumer warpgroup, the register file,
-# the producer's registers, one CTA's shared memory and the barriers' share of it. Set in the
-# calling function's scope (the build calls it from more than one directory).
 # The wgmma N that CuTe's selectors offer without CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED.
 set(FLASHCORE_CUTE_STANDARD_WGMMA_N 8 16 32 64 96 128 192 256)
 
+# src/sm90/tile_table.hpp and kernel_traits.hpp: rows per consumer warpgroup, the register file,
+# the producer's registers, one CTA's shared memory and the barriers' share of it. Set in the
+# calling function's scope (the build calls it from more than one directory).
 macro(_fc_kernel_constants)
   set(_fc_rows_per_warpgroup 64)
   set(_fc_register_file 65536)

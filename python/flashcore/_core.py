@@ -81,8 +81,9 @@ def run(
     kernel: (backend, num_splits, tile, enable_pdl). workspace: a device array of at least
     workspace_size(...) bytes; a callable that takes that size and returns one, called only when
     it is not 0 (torch's caching allocator: _ops.workspace_allocator); or None to let the library
-    allocate it stream-ordered (slow: the pool gives it back at every sync). flex: the flex
-    keyword fields of python/src/flex_args.hpp (flashcore.flex builds them), or None."""
+    allocate it stream-ordered (its pool is cheap while warm, but gives memory back at a sync,
+    which costs large allocations most). flex: the flex keyword fields of
+    python/src/flex_args.hpp (flashcore.flex builds them), or None."""
     if kernel[0] == "unfused":
         _plug_unfused()
     provider = native().attention(
