@@ -85,7 +85,7 @@ if(NOT rc EQUAL 0)
   fail("the reviewed fixture is refused: ${log}")
 else()
   foreach(expected
-          "if \\(bf16 == true && head_dim == 128\\) {\n    return {112, 3, 2, 232, 2, 205824};"
+          "if \\(bf16 == true && head_dim == 128\\) {\n    return {96, 4, 2, 232, 2, 230400};"
           "if \\(bf16 == true && head_dim == 64\\) {\n    return {64, 2, 3, 160, 1, 82944};"
           "rows: 3, reviewed: 2")
     if(NOT header MATCHES "${expected}")
@@ -95,10 +95,23 @@ else()
   if(header MATCHES "bf16 == false")
     fail("the fixture's unreviewed fp16 row reached the header:\n${header}")
   endif()
-  # Its hd128 row's 112-key tile is a wgmma N outside CuTe's standard ones; hd64's 64 is not.
-  if(NOT extended STREQUAL "128")
-    fail("the fixture's head dims needing CuTe's extended wgmma shapes: '${extended}', expected 128")
+  # Its key tiles (96 and 64) are wgmma N that CuTe offers without the extended shapes.
+  if(NOT extended STREQUAL "")
+    fail("the fixture asks for CuTe's extended wgmma shapes at hd '${extended}'")
   endif()
+endif()
+
+# A reviewed 112-key tile is a wgmma N outside CuTe's standard ones: its head dim is reported, so
+# that src/CMakeLists.txt gives that TU CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED.
+string(REPLACE "\"block_n\": 128, \"stages\": 2" "\"block_n\": 112, \"stages\": 3" tile_112
+       "${shipped}")
+string(REPLACE "\"consumer_registers\": 240" "\"consumer_registers\": 232" tile_112 "${tile_112}")
+one_row_table(t tile_112 "${shipped_row}" "${tile_112}")
+generate("${t}")
+if(NOT rc EQUAL 0)
+  fail("a reviewed 112-key row is refused: ${log}")
+elseif(NOT extended STREQUAL "128")
+  fail("a reviewed 112-key row at hd128: extended head dims '${extended}', expected 128")
 endif()
 
 # 3. Malformed tables.

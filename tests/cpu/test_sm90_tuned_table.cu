@@ -23,7 +23,7 @@ namespace {
 using Bf16 = cutlass::bfloat16_t;
 using Fp16 = cutlass::half_t;
 
-static_assert(std::is_same_v<ProductionConfig<Bf16, 128>, TileConfig<112, 3, 2, 232>>,
+static_assert(std::is_same_v<ProductionConfig<Bf16, 128>, TileConfig<96, 4, 2, 232>>,
               "the fixture's reviewed hd128 bf16 row is the kernel's config");
 static_assert(std::is_same_v<ProductionConfig<Bf16, 64>, TileConfig<64, 2, 3, 160>>,
               "the fixture's reviewed hd64 bf16 row is the kernel's config");
@@ -32,19 +32,19 @@ static_assert(std::is_same_v<ProductionConfig<Fp16, 128>, DefaultConfig<128>>,
 static_assert(std::is_same_v<ProductionConfig<Fp16, 64>, DefaultConfig<64>>,
               "an unreviewed row is never read");
 static_assert(
-    std::is_same_v<KernelTraits<Bf16, 128>, KernelTraits<Bf16, 128, 1, TileConfig<112, 3, 2, 232>>>,
+    std::is_same_v<KernelTraits<Bf16, 128>, KernelTraits<Bf16, 128, 1, TileConfig<96, 4, 2, 232>>>,
     "KernelTraits' default config is the production one");
 
 TEST(Sm90TunedTable, AReviewedRowReplacesItsInstantiationsTile) {
   using Traits = KernelTraits<Bf16, 128>;
-  EXPECT_EQ(Traits::kBlockN, 112);
-  EXPECT_EQ(Traits::kStages, 3);
+  EXPECT_EQ(Traits::kBlockN, 96);
+  EXPECT_EQ(Traits::kStages, 4);
   EXPECT_EQ(Traits::kBlockM, 128);
   EXPECT_EQ(Traits::kConsumerRegisters, 232);
-  // Three stages of 112-key K and V tiles leave room for one Q stage only.
+  // Four stages of 96-key K and V tiles leave room for one Q stage only.
   EXPECT_EQ(Traits::kQStages, 1);
   // The host's plan (sm90_fwd.cu) sizes the grid and the clusters from the same row.
-  EXPECT_EQ(kernel_block_n(true, 128), 112);
+  EXPECT_EQ(kernel_block_n(true, 128), 96);
   EXPECT_EQ(kernel_block_m(true, 128), 128);
   EXPECT_EQ(kernel_cluster_ctas(true, 128), 2);
   EXPECT_EQ(kernel_block_m(true, 64), 192);
