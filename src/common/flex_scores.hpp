@@ -37,7 +37,11 @@ struct HasIsIdentity<ScoreMod, std::void_t<decltype(std::declval<const ScoreMod&
 // (half * kNTiles + nt) * 2 + e of word mt; kCallMask: ask the mask_mod too (partial tiles), not
 // only the sequences' ends. A kernel computes them before S = Q K^T, while the S accumulators are
 // not yet live, so the mask's loads and integer math do not compete with them for registers.
-template <bool kCallMask, typename Mask, int kMTiles, int kNTiles>
+// kInside: the whole fragment lies inside the sequences, so the mask is called on every element
+// without a test. Called behind a test per element, each call is its own conditional code: the
+// compiler can share nothing among them, and a mask that reads a per-token array (documents from
+// ids) loaded both ids for every element instead of once per row and once per column.
+template <bool kCallMask, bool kInside, typename Mask, int kMTiles, int kNTiles>
 __device__ __forceinline__ void element_visibility(const Mask& mask, const FragmentPlace& at,
                                                    uint32_t (&bits)[kMTiles]) {
   static_assert(kNTiles * 4 <= 32, "a word holds one m16 tile's elements of a thread");
@@ -53,9 +57,14 @@ __device__ __forceinline__ void element_visibility(const Mask& mask, const Fragm
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int kv = at.key0 + nt * kFragCols + 2 * (at.lane % 4) + e;
-          // Pairs outside the sequences never reach the mask.
-          bool visible = q < at.seqlen_q && kv < at.seqlen_k;
-          if constexpr (kCallMask) visible = visible && mask(at.b, at.h, q, kv);
+          bool visible;
+          if constexpr (kInside) {
+            visible = !kCallMask || mask(at.b, at.h, q, kv);
+          } else {
+            // Pairs outside the sequences never reach the mask.
+            visible = q < at.seqlen_q && kv < at.seqlen_k;
+            if constexpr (kCallMask) visible = visible && mask(at.b, at.h, q, kv);
+          }
           word |= static_cast<uint32_t>(visible) << ((half * kNTiles + nt) * 2 + e);
         }
       }
@@ -72,24 +81,35 @@ __device__ __forceinline__ void visible_elements(TileMasking masking, const Mask
                                                  const FragmentPlace& at,
                                                  uint32_t (&bits)[kMTiles]) {
   constexpr int kFragRows = 16, kFragCols = 8;
+  // The same for every thread of the warp (row0 and key0 are the warp's), so no branch diverges.
+  const bool inside =
+      at.row0 + kMTiles * kFragRows <= at.seqlen_q && at.key0 + kNTiles * kFragCols <= at.seqlen_k;
   if (masking == TileMasking::kPartial) {
     if constexpr (std::is_same_v<Mask, flex::BuiltinMask>) {
       builtin_visibility<kMTiles, kNTiles>(mask, at, bits);
+    } else if (inside) {
+      element_visibility</*kCallMask=*/true, /*kInside=*/true, Mask, kMTiles, kNTiles>(mask, at,
+                                                                                       bits);
     } else {
-      element_visibility</*kCallMask=*/true, Mask, kMTiles, kNTiles>(mask, at, bits);
+      element_visibility</*kCallMask=*/true, /*kInside=*/false, Mask, kMTiles, kNTiles>(mask, at,
+                                                                                        bits);
     }
-  } else if (at.row0 + kMTiles * kFragRows <= at.seqlen_q &&
-             at.key0 + kNTiles * kFragCols <= at.seqlen_k) {
+  } else if (inside) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) bits[mt] = ~0u;
   } else {
-    element_visibility</*kCallMask=*/false, Mask, kMTiles, kNTiles>(mask, at, bits);
+    element_visibility</*kCallMask=*/false, /*kInside=*/false, Mask, kMTiles, kNTiles>(mask, at,
+                                                                                       bits);
   }
 }
 
 // bits: visible_elements' (bit (half * kNTiles + nt) * 2 + e of word mt). kIdentity: the
 // score_mod is known to change nothing, so a score is one multiply, as in the dense kernel.
-template <bool kIdentity, typename ScoreMod, int kMTiles, int kNTiles>
+// kAllVisible: every element of the fragment is visible, so score_mod is called on each without a
+// test. Behind a test per element each call is its own conditional code, and nothing the calls
+// share is shared: a score_mod reading bias[h] loaded it once per element (on sm90 also its
+// captures, b and h, from the tile state in shared memory).
+template <bool kIdentity, bool kAllVisible, typename ScoreMod, int kMTiles, int kNTiles>
 __device__ __forceinline__ void flex_scores_impl(float (&s)[kMTiles][kNTiles][4],
                                                  const uint32_t (&bits)[kMTiles],
                                                  const ScoreMod& score_mod, const FragmentPlace& at,
@@ -110,6 +130,8 @@ __device__ __forceinline__ void flex_scores_impl(float (&s)[kMTiles][kNTiles][4]
           const bool visible = (bits[mt] >> ((half * kNTiles + nt) * 2 + e)) & 1u;
           if constexpr (kIdentity) {
             x = visible ? x * scale_log2 : -INFINITY;
+          } else if constexpr (kAllVisible) {
+            x = score_mod(x * scale, at.b, at.h, q, kv) * kLog2e;
           } else {
             x = visible ? score_mod(x * scale, at.b, at.h, q, kv) * kLog2e : -INFINITY;
           }
@@ -117,6 +139,17 @@ __device__ __forceinline__ void flex_scores_impl(float (&s)[kMTiles][kNTiles][4]
       }
     }
   }
+}
+
+// Whether every element of the warp's fragment is visible (a full tile inside the sequences: all
+// but the diagonal and the tails), the same answer in every lane so the path does not diverge.
+template <int kMTiles>
+__device__ __forceinline__ bool warp_all_visible(const uint32_t (&bits)[kMTiles], int used_bits) {
+  const uint32_t used = used_bits >= 32 ? ~0u : (1u << used_bits) - 1u;
+  bool all = true;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) all = all && (bits[mt] & used) == used;
+  return __all_sync(~0u, all);
 }
 
 // The built-in score_mod's scores (flex_builtin.hpp): scale, the parts' passes, then log2(e) on
@@ -142,6 +175,10 @@ __device__ __forceinline__ void builtin_flex_scores(float (&s)[kMTiles][kNTiles]
   };
   each([&](float& x, int, int) { x *= scale; });
   terms.apply(each);
+  if (warp_all_visible(bits, kNTiles * 4)) {  // no select to make (the sm90 steps say why)
+    each([&](float& x, int, int) { x *= kLog2e; });
+    return;
+  }
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -165,11 +202,13 @@ __device__ __forceinline__ void flex_scores(float (&s)[kMTiles][kNTiles][4],
   bool identity = false;
   if constexpr (HasIsIdentity<ScoreMod>::value) identity = score_mod.is_identity();
   if (identity) {
-    flex_scores_impl<true>(s, bits, score_mod, at, scale);
+    flex_scores_impl</*kIdentity=*/true, false>(s, bits, score_mod, at, scale);
   } else if constexpr (std::is_same_v<ScoreMod, flex::BuiltinScoreMod>) {
     builtin_flex_scores(s, bits, BuiltinScoreTerms::bind(score_mod, at.h), at, scale);
+  } else if (warp_all_visible(bits, kNTiles * 4)) {
+    flex_scores_impl<false, /*kAllVisible=*/true>(s, bits, score_mod, at, scale);
   } else {
-    flex_scores_impl<false>(s, bits, score_mod, at, scale);
+    flex_scores_impl<false, /*kAllVisible=*/false>(s, bits, score_mod, at, scale);
   }
 }
 
