@@ -9,7 +9,8 @@ Cases, at B4 H16 S4096 D128 bf16 and B1 H16 S16384 D128 bf16 (--seqlens): no mas
 sliding window (FLASHCORE_WINDOW keys left of the diagonal, causal), causal documents of DOC_SPAN
 tokens (default: 128 and 1024), prefix-LM (a quarter of the sequence), ALiBi (causal), softcap 30
 (causal) and a jit_score_mod (causal + a per-head linear bias); plus varlen (documents of random
-length, causal) against the dense causal kernel over the same tokens. A flashcore mod object is
+length, causal) against the dense causal kernel over the same tokens, and decode (one query per
+batch and head over --decode-lengths keys, ALiBi) against torch.compile's flex decoding. A flashcore mod object is
 also a PyTorch mod (its __call__), so torch's create_block_mask builds one BlockMask from it that
 both libraries take. TFLOP/s count only the visible blocks (4·D per pair of the blocks the
 BlockMask lists, B·H times), so sparser masks are not flattered; sparsity is 1 - listed / all.
@@ -46,6 +47,8 @@ BARRED_FAMILIES = ("documents", "sliding", "prefix_lm", "alibi")
 MIN_CAUSAL_VS_DENSE = 0.95
 MIN_VARLEN_VS_DENSE = 0.95
 EAGER_MAX_SEQLEN = 4096  # eager flex_attention materializes B·H·S² fp32 scores
+# Decode: B2 x H16 = 32 (batch, head) pairs, a quarter of an H100's SMs, one query each.
+DECODE_BATCH = 2
 
 
 def env_int(name, default):
@@ -238,6 +241,37 @@ def run_varlen(tokens, mean_length, record, generator):
     measure([("flashcore_dense", "step", dense)], record, dense_case, ("flashcore_dense",))
 
 
+def run_decode(kv_len, compiled, record, generator):
+    """One query per (batch, head) standing at the last of kv_len keys, with ALiBi (a score_mod,
+    so flashcore runs its flex path: the sm80 kernel's split-KV on a grid this small), against
+    torch.compile(flex_attention), which decodes with its own split kernel. TFLOP/s count
+    4·B·H·Sk·D; the report gives GB/s of K and V read instead, what decode is bound by."""
+    slopes = torch.rand(HEADS, device="cuda", generator=generator) * 0.1
+    offset = kv_len - 1  # flashcore aligns the query bottom-right: it stands at key kv_len - 1
+
+    def torch_alibi(score, b, h, q_idx, kv_idx):
+        return score - slopes[h] * (q_idx + offset - kv_idx).abs()
+
+    sets = peers.input_sets(peer_cases.Case(DECODE_BATCH, HEADS, kv_len, HEAD_DIM, False, DTYPE))
+    inputs = [[torch.randn((DECODE_BATCH, HEADS, rows, HEAD_DIM), device="cuda",
+                           dtype=torch.bfloat16, generator=generator)
+               for rows in (1, kv_len, kv_len)] for _ in range(sets)]
+    case = peer_cases.Case(DECODE_BATCH, HEADS, kv_len, HEAD_DIM, False, DTYPE).to_json()
+    case.update(label=f"B{DECODE_BATCH}_H{HEADS}_Sq1_Sk{kv_len}_D{HEAD_DIM}_{DTYPE}_decode_alibi",
+                seqlen_q=1, flops=4.0 * DECODE_BATCH * HEADS * kv_len * HEAD_DIM,
+                min_bytes=2.0 * DECODE_BATCH * HEADS * kv_len * HEAD_DIM * 2,
+                mask="decode_alibi", block_size=0, sparsity=0.0)
+    print(case["label"], flush=True)
+    score_mod = mods.alibi(slopes)
+    runs = [("flashcore_flex", "optimized",
+             [lambda q=q, k=k, v=v: flashcore.flex_attention(q, k, v, score_mod=score_mod)
+              for q, k, v in inputs]),
+            ("flex_compiled", "peer",
+             [lambda q=q, k=k, v=v: compiled(q, k, v, score_mod=torch_alibi)
+              for q, k, v in inputs])]
+    measure(runs, record, case, ("flex_compiled",))
+
+
 def find(record, mask, workload, seqlen):
     for r in record["results"]:
         c = r["case"]
@@ -291,7 +325,8 @@ def markdown(record, bar_lines):
              f"{env['flashcore']})", "",
              f"BLOCK_SIZE {knobs['block_size']}, DOC_SPAN {knobs['doc_spans']}, window "
              f"{knobs['window']}. p50 of CUDA events by flashcore-bench's rules (inputs rotated "
-             "past L2); TFLOP/s over the visible blocks only.", "",
+             "past L2); TFLOP/s over the visible blocks only (decode rows: GB/s of K and V "
+             "read).", "",
              "| case | sparsity | flashcore flex | provider | flashcore dense | "
              "torch.compile flex | flex eager | flex / compiled time |",
              "|---|---|---|---|---|---|---|---|"]
@@ -302,8 +337,12 @@ def markdown(record, bar_lines):
     def cell(r):
         if r is None:
             return "-"
-        return f"{r['timing']['p50_us']:.0f} us ({r['tflops']:.0f})" if r["tflops"] else \
-            r["status"].lower()
+        if not r["tflops"]:
+            return r["status"].lower()
+        if r["case"]["seqlen_q"] == 1:  # decode: the rate of reading K and V
+            gbs = r["case"]["min_bytes"] / r["timing"]["p50_us"] / 1e3
+            return f"{r['timing']['p50_us']:.1f} us ({gbs:.0f} GB/s)"
+        return f"{r['timing']['p50_us']:.0f} us ({r['tflops']:.0f})"
 
     for label, row in by_label.items():
         first = next(iter(row.values()))
@@ -331,6 +370,8 @@ def main():
     parser.add_argument("--families", default="",
                         help="comma-separated name prefixes to run (default: all)")
     parser.add_argument("--varlen-tokens", type=int, default=16384)
+    parser.add_argument("--decode-lengths", default="16384,65536",
+                        help="comma-separated key counts of the decode rows (empty: none)")
     parser.add_argument("--out", default="lab-out/flex")
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -361,6 +402,9 @@ def main():
             run_family(family, batch, seqlen, block_size, compiled, record, generator)
     if args.varlen_tokens and (not wanted or "varlen" in wanted):
         run_varlen(args.varlen_tokens, 1024, record, generator)
+    if not wanted or "decode" in wanted:
+        for kv_len in (int(n) for n in args.decode_lengths.split(",") if n):
+            run_decode(kv_len, compiled, record, generator)
     bar_lines = bars(record, seqlens, args.varlen_tokens)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,10 @@
 // Host side of the sm80 flex path: THE flex instantiation list (dtype x head dim 64 / 128 / 256,
 // the built-in mods as runtime data), the problem as the flex kernel sees it, and the launch.
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
+#include "common/device_properties.hpp"
 #include "common/kernel_list.hpp"
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
@@ -10,6 +12,7 @@
 #include "sm80/flex_launch.hpp"
 #include "sm80/flex_view.hpp"
 #include "sm80/kernel_traits.hpp"
+#include "sm80/split_kv.hpp"
 
 namespace flashcore::detail {
 namespace {
@@ -43,8 +46,8 @@ const char* sm80_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
            "256)";
   }
   if (const char* why = pruned_reason(a.q.dtype, instantiated); why[0] != '\0') return why;
-  if (a.num_splits > 1) {
-    return "runs varlen and flex problems unsplit; pass num_splits 0 or 1";
+  if (a.num_splits > 1 && is_varlen(a)) {
+    return "runs varlen batches unsplit; pass num_splits 0 or 1";
   }
   if (a.tile != TileShape::kAuto && a.tile != TileShape::kLarge) {
     return "runs varlen and flex problems on one tile; pass tile auto or large";
@@ -64,13 +67,54 @@ const char* sm80_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
   return "";
 }
 
-Status launch_sm80_flex(const Problem& problem, cudaStream_t stream) {
+int sm80_flex_splits(const Problem& problem, const cudaDeviceProp& device) {
+  const AttentionParams& a = problem.params;
+  if (is_varlen(a)) return 1;
+  int splits = 1;
+  with_flex_tile(a.q.dtype, a.head_dim, [&](auto tile) {
+    using Traits = decltype(tile);
+    const int64_t smem_per_cta =
+        Traits::kSmemBytes + static_cast<int64_t>(device.reservedSharedMemPerBlock);
+    sm80::SplitInputs in{};
+    in.ctas = a.batch * a.heads_q * ((a.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM);
+    // The keys' tiles bound every query tile's walk (a BlockMask lists at most these); a split
+    // past a sparse walk's end finds no step and writes an empty partial.
+    in.kv_blocks = (a.seqlen_k + sm80::kFlexBlockKV - 1) / sm80::kFlexBlockKV;
+    in.sm_count = device.multiProcessorCount;
+    in.ctas_per_sm = std::max<int64_t>(
+        1, std::min<int64_t>(static_cast<int64_t>(device.sharedMemPerMultiprocessor) / smem_per_cta,
+                             Traits::kMinCtasPerSm));
+    in.requested = a.num_splits;
+    splits = sm80::choose_num_splits(in);
+  });
+  return splits;
+}
+
+size_t sm80_flex_workspace_bytes(const Problem& problem) {
+  cudaDeviceProp device{};
+  if (!current_device_properties(&device).ok()) return 0;
+  const AttentionParams& a = problem.params;
+  return sm80::split_workspace_bytes(sm80_flex_splits(problem, device),
+                                     a.batch * a.heads_q * a.seqlen_q, a.head_dim);
+}
+
+Status launch_sm80_flex(const Problem& problem, void* workspace, cudaStream_t stream) {
+  cudaDeviceProp device{};
+  if (Status s = current_device_properties(&device); !s.ok()) return s;
+  const int splits = sm80_flex_splits(problem, device);
   Status status = {StatusCode::kUnsupported, "sm80: head_dim has no flex kernel"};
   with_flex_tile(problem.params.q.dtype, problem.params.head_dim, [&](auto tile) {
     using Traits = decltype(tile);
-    const BuiltinFlexParams fp = sm80::flex_view<Traits>(problem, sm80::builtin_mask(problem),
-                                                         sm80::builtin_score_mod(problem));
-    status = launch_status(sm80::launch_flex_tile<Traits>(fp, stream), "sm80 flex_fwd_kernel");
+    BuiltinFlexParams fp = sm80::flex_view<Traits>(problem, sm80::builtin_mask(problem),
+                                                   sm80::builtin_score_mod(problem));
+    if (splits > 1) {
+      // fp32 partial O [splits, B, Hq, Sq, head_dim], then partial LSE [splits, B, Hq, Sq].
+      fp.fwd.num_splits = splits;
+      fp.fwd.o_partial = static_cast<float*>(workspace);
+      fp.fwd.lse_partial = fp.fwd.o_partial + splits * sm80::kernel_rows(fp.fwd) * fp.fwd.head_dim;
+    }
+    status = launch_status(sm80::launch_flex_tile<Traits>(fp, stream),
+                           "sm80 flex_fwd_kernel (or its combine_kernel)");
   });
   return status;
 }

@@ -1,14 +1,22 @@
 // The sm80 backend's flex path (flex_kernel.cuh): varlen batches, the built-in mods, BlockMasks
-// and sinks. sm80_fwd.cu sends every problem that needs it here (common/feature_gates.hpp).
+// and sinks, split over the keys when the grid is small. sm80_fwd.cu sends every problem that
+// needs it here (common/feature_gates.hpp).
 #pragma once
 
 #include <cuda_runtime_api.h>
+
+#include <cstddef>
 
 #include "common/problem.hpp"
 
 namespace flashcore::detail {
 
 const char* sm80_flex_rejects(const Problem& problem, const cudaDeviceProp& device);
-Status launch_sm80_flex(const Problem& problem, cudaStream_t stream);
+// Split-KV of the flex kernel (flash-decoding): AttentionParams::num_splits when set, else as many
+// splits as fill the GPU once when the grid of query tiles leaves SMs idle (decode), never for a
+// varlen batch; 1 = unsplit. The workspace holds the splits' fp32 partials.
+int sm80_flex_splits(const Problem& problem, const cudaDeviceProp& device);
+size_t sm80_flex_workspace_bytes(const Problem& problem);
+Status launch_sm80_flex(const Problem& problem, void* workspace, cudaStream_t stream);
 
 }  // namespace flashcore::detail

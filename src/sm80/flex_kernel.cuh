@@ -11,7 +11,9 @@
 //  - A row that sees nothing gets O = 0 and LSE = -inf (the sink's logit with sinks).
 // Templated on the mods: the library instantiates it with the built-ins selected at run time
 // (flex::BuiltinMask, flex::BuiltinScoreMod); a caller may instantiate it with functors of their
-// own. One tile (FlexTileConfig), never split.
+// own. One tile (FlexTileConfig). Split-KV (flash-decoding, for grids that leave SMs idle:
+// decode): split s of a query tile walks its share of the tile's walk steps and writes fp32
+// partials that combine.cuh merges, adding the sink there, once per row; varlen is never split.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,7 @@
 #include "common/flex_scores.hpp"
 #include "common/launch.hpp"
 #include "common/online_softmax.hpp"
+#include "sm80/combine.cuh"
 #include "sm80/epilogue.hpp"
 #include "sm80/flex_params.hpp"
 #include "sm80/kernel_traits.hpp"
@@ -73,7 +76,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   const int lane = tid % kWarpSize, warp = tid / kWarpSize;
   const int b = blockIdx.z, h = blockIdx.y;
   // Later query tiles see more keys under causal masks; launching them first shortens the tail.
-  const int m_block = p.num_m_blocks - 1 - static_cast<int>(blockIdx.x);
+  // The splits of one query tile are neighbours in x.
+  const int split = static_cast<int>(blockIdx.x) % p.num_splits;
+  const int m_block = p.num_m_blocks - 1 - static_cast<int>(blockIdx.x) / p.num_splits;
   const int row_begin = m_block * Traits::kBlockM;
   // The sequence, the bound mods, K/V's addresses and the walk are the same for every thread: they
   // live in shared memory, read where used, because the 128-row tile's 128 O + 64 S accumulators
@@ -114,7 +119,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   const Mask& mask = state.mask;
   const ScoreMod& score_mod = state.score_mod;
   const Walk& walk = state.walk;
-  const int num_tiles = walk.count();
+  // This split's steps of the walk, [first, last): shares that differ by at most one step.
+  const int first = static_cast<int>(static_cast<int64_t>(walk.count()) * split / p.num_splits);
+  const int last =
+      static_cast<int>(static_cast<int64_t>(walk.count()) * (split + 1) / p.num_splits);
   const Element* q = static_cast<const Element*>(p.q) + seq.q_offset + h * p.q_head +
                      static_cast<int64_t>(row_begin) * p.q_seq;
   // A tile past the keys (the tail of a long last KV block; the walk skips its math) is all
@@ -143,21 +151,21 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   // fwd_kernel's kStages == 1 schedule; its comments explain the waits).
   load_tile_async<Traits, Traits::kBlockM>(q_smem, q, p.q_seq, row_end - row_begin, p.head_dim,
                                            tid);
-  if (num_tiles > 0) {
-    load_kv(k_smem, state.k, p.k_seq, 0);
+  if (first < last) {
+    load_kv(k_smem, state.k, p.k_seq, first);
     cute::cp_async_fence();
-    load_kv(v_smem, state.v, p.v_seq, 0);
+    load_kv(v_smem, state.v, p.v_seq, first);
   }
   cute::cp_async_fence();
-  for (int i = 0; i < num_tiles; ++i) {
+  for (int i = first; i < last; ++i) {
     const detail::KvTile tile = walk.at(i, mask, b, h, row_begin, row_end, seq.seqlen_k);
-    if (i == 0) {
+    if (i == first) {
       cute::cp_async_wait<1>();
     } else {
       cute::cp_async_wait<0>();
     }
     __syncthreads();
-    if (i > 0) {
+    if (i > first) {
       load_kv(v_smem, state.v, p.v_seq, i);
       cute::cp_async_fence();
     }
@@ -182,7 +190,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     }
     cute::cp_async_wait<0>();
     __syncthreads();
-    if (i + 1 < num_tiles) {
+    if (i + 1 < last) {
       load_kv(k_smem, state.k, p.k_seq, i + 1);
       cute::cp_async_fence();
     }
@@ -195,24 +203,25 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
 
   float inv_sum[Traits::kWarpMTiles][2];
   float lse[Traits::kWarpMTiles][2];
-  if (fp.sinks.enabled()) {
+  if (fp.sinks.enabled() && p.num_splits == 1) {  // a split's sink joins in the combine
     softmax.finalize_with_sink(/*factor=*/1.f, fp.sinks.logit(h) * kLog2e, inv_sum, lse);
   } else {
     softmax.finalize</*kFast=*/false>(/*factor=*/1.f, inv_sum, lse);
   }
   // store_output addresses O by (batch, head, row) and LSE by ((batch * heads + head) * seqlen_q
   // + row): a varlen sequence is batch 0 of tensors that start at its first row, and of an LSE
-  // [Hq, total_q] that starts at its first entry.
+  // [Hq, total_q] that starts at its first entry. A split writes its partials instead
+  // ([splits, B, Hq, Sq] rows; never varlen).
   FwdParams out = p;
-  out.num_splits = 1;
   out.o = static_cast<Element*>(p.o) + seq.o_offset;
   out.lse = p.lse != nullptr ? p.lse + seq.lse_offset : nullptr;
-  const OutputTile out_tile{seq.batch, h, row_begin, row_end, 0};
+  const OutputTile out_tile{seq.batch, h, row_begin, row_end, split};
   store_output<Traits, Traits::kOutNTiles>(out, out_tile, q_smem, warp, lane, 0, o, inv_sum, lse,
                                            /*write_lse=*/true);
 }
 
-// Launches flex_fwd_kernel<Traits, Mask, ScoreMod> on (num_m_blocks, heads, batch).
+// Launches flex_fwd_kernel<Traits, Mask, ScoreMod> on (num_m_blocks * num_splits, heads, batch),
+// then, when split, the combine (with the sinks) into O and LSE.
 template <typename Traits, typename Mask, typename ScoreMod>
 cudaError_t launch_flex_kernel(const FlexParams<Mask, ScoreMod>& fp, cudaStream_t stream) {
   const auto kernel = flex_fwd_kernel<Traits, Mask, ScoreMod>;
@@ -222,11 +231,15 @@ cudaError_t launch_flex_kernel(const FlexParams<Mask, ScoreMod>& fp, cudaStream_
     return err;
   }
   detail::LaunchShape shape;
-  shape.grid = dim3(static_cast<unsigned>(fp.fwd.num_m_blocks), static_cast<unsigned>(fp.fwd.heads),
-                    static_cast<unsigned>(fp.fwd.batch));
+  shape.grid = dim3(static_cast<unsigned>(fp.fwd.num_m_blocks * fp.fwd.num_splits),
+                    static_cast<unsigned>(fp.fwd.heads), static_cast<unsigned>(fp.fwd.batch));
   shape.threads = Traits::kThreads;
   shape.smem_bytes = Traits::kSmemBytes;
-  return detail::launch_kernel(kernel, shape, stream, fp);
+  if (cudaError_t err = detail::launch_kernel(kernel, shape, stream, fp);
+      err != cudaSuccess || fp.fwd.num_splits == 1) {
+    return err;
+  }
+  return launch_combine<typename Traits::Element>(fp.fwd, fp.fwd.head_dim, stream, fp.sinks.logits);
 }
 
 }  // namespace flashcore::sm80

@@ -101,7 +101,7 @@ const char* sm80_rejects(const Problem& problem, const cudaDeviceProp& device) {
 }
 
 size_t sm80_workspace_bytes(const Problem& problem) {
-  if (needs_flex_kernel(problem)) return 0;  // never split
+  if (needs_flex_kernel(problem)) return sm80_flex_workspace_bytes(problem);
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
   size_t bytes = 0;
@@ -114,7 +114,7 @@ size_t sm80_workspace_bytes(const Problem& problem) {
 }
 
 Status launch_sm80(const Problem& problem, void* workspace, cudaStream_t stream) {
-  if (needs_flex_kernel(problem)) return launch_sm80_flex(problem, stream);
+  if (needs_flex_kernel(problem)) return launch_sm80_flex(problem, workspace, stream);
   cudaDeviceProp device{};
   if (Status s = current_device_properties(&device); !s.ok()) return s;
   Status status = {StatusCode::kUnsupported, "sm80: head_dim has no kernel"};

@@ -9,6 +9,7 @@
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
 #include "flashcore/varlen.hpp"
+#include "sm80/flex_fwd.hpp"
 #include "sm90/flex_fwd.hpp"
 #include "sm90/flex_launch.hpp"
 #include "sm90/kernel_view.hpp"
@@ -101,6 +102,20 @@ const char* sm90_flex_shape_rejects(const Problem& problem) {
   }
   if (const char* why = sm90::qkv_tma_rejects(a, /*packed=*/is_varlen(a))) return why;
   return "";
+}
+
+const char* sm90_flex_auto_declines(const Problem& problem, const cudaDeviceProp& device) {
+  const AttentionParams& a = problem.params;
+  if (a.num_splits != 0 || is_varlen(a)) return "";  // num_splits 1 asks for no split
+  // Decode and short chunks only: one query tile per (batch, head), too few to fill half the SMs.
+  if (a.seqlen_q > sm90::kFlexTileRows || 2 * a.batch * a.heads_q > device.multiProcessorCount) {
+    return "";
+  }
+  if (sm80_flex_splits(problem, device) < 2 || sm80_flex_rejects(problem, device)[0] != '\0') {
+    return "";
+  }
+  return "leaves flex problems of one query tile per (batch, head) that fill under half the SMs "
+         "(decode) to the sm80 flex kernel, which splits their keys";
 }
 
 const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& device) {

@@ -283,8 +283,9 @@ const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
 }
 
 const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& device) {
-  // A forced tile runs on the first backend that has it; flex problems run on the flex kernel.
-  if (problem.params.tile != TileShape::kAuto || sm90_needs_flex_kernel(problem)) return "";
+  // A forced tile runs on the first backend that has it.
+  if (problem.params.tile != TileShape::kAuto) return "";
+  if (sm90_needs_flex_kernel(problem)) return sm90_flex_auto_declines(problem, device);
   if (persistent_declines(problem, device)[0] == '\0') return "";
   if (resolved_tile(problem, device) != TileShape::kLarge) return "";
   return "leaves grids too small for its persistent kernel, where none of its small-grid tiles "

@@ -18,6 +18,9 @@
 #include "flashcore/attention.hpp"
 #include "flashcore/flashcore.h"
 #include "flashcore/flex.hpp"
+#include "sm80/flex_fwd.hpp"
+#include "sm80/split_kv.hpp"
+#include "sm90/flex_fwd.hpp"
 
 namespace flashcore {
 namespace {
@@ -192,7 +195,7 @@ struct FlexRefusal {
   const char* message_names;
 };
 
-// The refusals every flex backend shares (split-KV, tiles), then the backend's own (head dims).
+// The refusals every flex backend shares (tiles), then the backend's own (head dims, split-KV).
 // The params with another head dim (strides to match).
 void set_head_dim(AttentionParams& p, int64_t head_dim) {
   p.head_dim = head_dim;
@@ -202,7 +205,6 @@ void set_head_dim(AttentionParams& p, int64_t head_dim) {
 
 void expect_flex_refusals(Backend backend, std::vector<FlexRefusal> own) {
   std::vector<FlexRefusal> cases = {
-      {[](AttentionParams& p) { p.num_splits = 4; }, "unsplit"},
       {[](AttentionParams& p) { p.tile = TileShape::kSmall; }, "one tile"},
   };
   cases.insert(cases.end(), own.begin(), own.end());
@@ -219,7 +221,8 @@ void expect_flex_refusals(Backend backend, std::vector<FlexRefusal> own) {
 TEST(FlexBackends, Sm90SaysWhichFlexProblemsItCannotRun) {
   if (!sm90_in_build()) GTEST_SKIP() << "sm90 flex test skipped: this build has no sm_90a";
   expect_flex_refusals(Backend::kSm90,
-                       {{[](AttentionParams& p) { set_head_dim(p, 256); }, "head_dim up to 128"},
+                       {{[](AttentionParams& p) { p.num_splits = 4; }, "unsplit"},
+                        {[](AttentionParams& p) { set_head_dim(p, 256); }, "head_dim up to 128"},
                         {[](AttentionParams& p) { set_head_dim(p, 136); }, "head_dim up to 128"},
                         {[](AttentionParams& p) {
                            p.flex.block_mask = block_mask_for(p);
@@ -234,8 +237,16 @@ TEST(FlexBackends, Sm90SaysWhichFlexProblemsItCannotRun) {
 }
 
 TEST(FlexBackends, Sm80SaysWhichFlexProblemsItCannotRun) {
+  // sm80 splits a flex problem's keys (test_flex_split.cpp), but not a varlen batch's.
   expect_flex_refusals(Backend::kSm80,
-                       {{[](AttentionParams& p) { set_head_dim(p, 264); }, "head_dim up to 256"},
+                       {{[](AttentionParams& p) {
+                           p.cu_seqlens_q = p.cu_seqlens_k =
+                               reinterpret_cast<const int32_t*>(fake(10));
+                           p.max_seqlen_q = p.max_seqlen_k = 100;
+                           p.num_splits = 4;
+                         },
+                         "varlen batches unsplit"},
+                        {[](AttentionParams& p) { set_head_dim(p, 264); }, "head_dim up to 256"},
                         {[](AttentionParams& p) {
                            p.flex.block_mask = block_mask_for(p);
                            p.flex.block_mask.q_block_size = 32;
@@ -516,6 +527,73 @@ TEST(FlexFunctors, Sm90RunsFunctorsWhereItTakesTheProblem) {
   blocks.flex.block_mask = block_mask_for(blocks);
   blocks.flex.block_mask.q_block_size = 64;
   EXPECT_STREQ(detail::functor_sm90_rejects(detail::make_problem(blocks), hopper(), sm90), "");
+}
+
+// Split-KV of the sm80 flex kernel (flash-decoding). A decode grid, B2 x Hq4 query tiles of one
+// row, is split until it fills the GPU's resident CTA slots once, with at least two KV tiles a
+// split; a count the caller asks for is taken; a grid that fills the GPU, keys of one tile and a
+// varlen batch are not split.
+AttentionParams decode_params(int64_t seqlen_k) {
+  AttentionParams p = flex_params();
+  p.seqlen_q = 1;
+  p.seqlen_k = seqlen_k;
+  p.q.strides = p.o.strides = bshd_strides(1, 4, 128);
+  p.k.strides = p.v.strides = bshd_strides(seqlen_k, 2, 128);
+  return p;
+}
+
+// The sm80 flex tile's keys per KV tile and resident CTAs per SM (sm80::kFlexBlockKV and
+// FlexTileConfig<128>::kMinCtasPerSm, in device headers this host test cannot include).
+constexpr int64_t kFlexKeyTile = 64, kFlexCtasPerSm = 2;
+
+int splits_of(const AttentionParams& p) {
+  return detail::sm80_flex_splits(detail::make_problem(p), hopper());
+}
+
+TEST(FlexSplitKv, Sm80SplitsTheKeysOfGridsThatLeaveSmsIdle) {
+  if (const char* why = detail::pruned_reason(DType::kBFloat16, 128); why[0] != '\0') {
+    GTEST_SKIP() << "sm80 flex split test skipped: " << why;
+  }
+  const AttentionParams decode = decode_params(8192);
+  const int splits = splits_of(decode);
+  const int64_t query_tiles = decode.batch * decode.heads_q;
+  const int64_t key_tiles = 8192 / kFlexKeyTile;
+  EXPECT_GT(splits, 1);
+  EXPECT_LE(splits * query_tiles, kFlexCtasPerSm * 132);
+  EXPECT_GE(key_tiles / splits, sm80::kMinBlocksPerSplit);
+  EXPECT_STREQ(
+      detail::find_backend(Backend::kSm80)->rejects(detail::make_problem(decode), hopper()), "");
+
+  AttentionParams asked = decode;
+  asked.num_splits = 3;
+  EXPECT_EQ(splits_of(asked), 3);
+  EXPECT_EQ(splits_of(decode_params(kFlexKeyTile)), 1);  // one key tile
+  AttentionParams full = decode;
+  full.batch = 64;  // 256 query tiles
+  EXPECT_EQ(splits_of(full), 1);
+  AttentionParams varlen = decode;
+  varlen.cu_seqlens_q = varlen.cu_seqlens_k = reinterpret_cast<const int32_t*>(fake(10));
+  varlen.max_seqlen_q = 1;
+  varlen.max_seqlen_k = 8192;
+  EXPECT_EQ(splits_of(varlen), 1);
+}
+
+// Auto leaves a decode grid (one query tile per (batch, head), under half as many as SMs) to the
+// sm80 split; the sm90 flex kernel keeps longer queries, full grids and an unsplit request.
+TEST(FlexSplitKv, AutoLeavesDecodeGridsToTheSm80Split) {
+  if (!sm90_in_build()) GTEST_SKIP() << "sm90 flex test skipped: this build has no sm_90a";
+  const auto declines = [](const AttentionParams& p) {
+    return std::string(detail::sm90_flex_auto_declines(detail::make_problem(p), hopper()));
+  };
+  const AttentionParams decode = decode_params(8192);
+  EXPECT_NE(declines(decode).find("sm80 flex kernel"), std::string::npos) << declines(decode);
+  AttentionParams unsplit = decode;
+  unsplit.num_splits = 1;
+  AttentionParams full = decode;
+  full.batch = 64;
+  for (const AttentionParams& p : {flex_params(), unsplit, full, decode_params(64)}) {
+    EXPECT_EQ(declines(p), "") << "B" << p.batch << " Sq" << p.seqlen_q << " Sk" << p.seqlen_k;
+  }
 }
 
 }  // namespace

@@ -2,23 +2,23 @@
 // shared case list (tests/support/flex_cases.cpp; test_flex_sm90.cpp runs it on sm90). Fresh random
 // inputs every run (the seed is printed on failure), NaN-poisoned outputs. Skips loudly without a
 // GPU.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
+#include "common/problem.hpp"
 #include "reference/tolerance.hpp"
+#include "sm80/flex_fwd.hpp"
 #include "tests/support/attention_case.hpp"
 #include "tests/support/flex_case.hpp"
 
 namespace flashcore::testing {
 namespace {
 
-class FlexSm80 : public ::testing::TestWithParam<FlexCase> {};
-
-TEST_P(FlexSm80, MatchesFloat64Reference) {
-  FLASHCORE_REQUIRE_GPU();
-  const FlexCase& c = GetParam();
+void expect_sm80_matches_reference(const FlexCase& c) {
   FLASHCORE_SKIP_IF_PRUNED(c.dtype, c.head_dim);
   FlexResult r;
   run_flex_case(c, &r);
@@ -30,8 +30,59 @@ TEST_P(FlexSm80, MatchesFloat64Reference) {
   EXPECT_EQ(r.masked_row_errors, 0) << "of " << r.masked_rows << " fully masked rows";
 }
 
+class FlexSm80 : public ::testing::TestWithParam<FlexCase> {};
+
+TEST_P(FlexSm80, MatchesFloat64Reference) {
+  FLASHCORE_REQUIRE_GPU();
+  expect_sm80_matches_reference(GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, FlexSm80, ::testing::ValuesIn(flex_cases()),
                          [](const auto& info) { return info.param.name; });
+
+// The cases again with num_splits 1: the backend's own count splits the keys of most of the small
+// cases above (sm80_flex_splits), and the unsplit kernel must stay checked on them too.
+std::vector<FlexCase> unsplit_cases() {
+  std::vector<FlexCase> cases;
+  for (FlexCase c : flex_cases()) {
+    if (!c.lengths_q.empty() || c.num_splits != 0) continue;  // varlen never splits
+    c.num_splits = 1;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+class FlexSm80Unsplit : public ::testing::TestWithParam<FlexCase> {};
+
+TEST_P(FlexSm80Unsplit, MatchesFloat64Reference) {
+  FLASHCORE_REQUIRE_GPU();
+  expect_sm80_matches_reference(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FlexSm80Unsplit, ::testing::ValuesIn(unsplit_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// The decode cases do reach the split: on this GPU the sm80 plan gives each more than one split
+// (so FlexSm80 above checks the partials, the empty splits and the combine's sinks).
+TEST(FlexSm80Splits, DecodeCasesAreSplit) {
+  FLASHCORE_REQUIRE_GPU();
+  cudaDeviceProp device{};
+  ASSERT_EQ(cudaGetDeviceProperties(&device, 0), cudaSuccess);
+  std::mt19937_64 rng(std::random_device{}());
+  int checked = 0;
+  for (const FlexCase& c : flex_cases()) {
+    if (!is_decode_case(c) ||
+        detail::pruned_reason(c.dtype, detail::instantiated_head_dim(c.head_dim))[0] != '\0') {
+      continue;
+    }
+    ++checked;
+    FlexData data;
+    make_flex_data(c, &rng, &data);
+    if (::testing::Test::HasFatalFailure()) return;
+    EXPECT_GT(detail::sm80_flex_splits(detail::make_problem(data.params), device), 1) << c.name;
+  }
+  if (checked == 0) GTEST_SKIP() << "this build has none of the decode cases' kernels";
+}
 
 // The fp32 GPU oracle on varlen batches (it checks the fast kernels at sizes too large for the
 // float64 reference) against that reference. fp32 arithmetic errs by about 1e-6, so 1e-4 is far

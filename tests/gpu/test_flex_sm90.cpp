@@ -60,6 +60,30 @@ void expect_matches_reference(const FlexCase& c) {
   EXPECT_EQ(r.masked_row_errors, 0) << "of " << r.masked_rows << " fully masked rows";
 }
 
+// On auto, the decode cases (one query tile per (batch, head), under half as many as SMs) leave the
+// sm90 flex kernel for the sm80 one, which splits their keys (sm90_flex_auto_declines).
+TEST(FlexSm90Auto, DecodeGridsRunSplitOnSm80) {
+  FLASHCORE_REQUIRE_SM90_GPU();
+  int checked = 0;
+  for (FlexCase c : flex_cases()) {
+    if (!is_decode_case(c) ||
+        detail::pruned_reason(c.dtype, detail::instantiated_head_dim(c.head_dim))[0] != '\0') {
+      continue;
+    }
+    ++checked;
+    c.backend = Backend::kAuto;
+    FlexResult r;
+    run_flex_case(c, &r);
+    if (::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(r.provider, "sm80") << c.name;
+    EXPECT_EQ(r.nan_count, 0) << c.name;
+    EXPECT_LE(r.rel_l2, reference::parity_tolerance(c.dtype)) << c.name;
+    EXPECT_LE(r.lse_max_abs, kLseTolerance) << c.name;
+    EXPECT_EQ(r.masked_row_errors, 0) << c.name;
+  }
+  if (checked == 0) GTEST_SKIP() << "this build has none of the decode cases' kernels";
+}
+
 class FlexSm90 : public ::testing::TestWithParam<FlexCase> {};
 
 TEST_P(FlexSm90, MatchesFloat64Reference) {

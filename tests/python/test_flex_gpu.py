@@ -223,3 +223,40 @@ def test_head_dim_256_runs_flex_on_sm80_and_varlen(dtype):
     assert flashcore.last_provider() == varlen_provider()
     check_each_causal_sequence(out, lse, (qp, kp, vp), lengths, dtype,
                                "hd256 varlen sequence")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_decode_splits_the_keys_with_sinks_and_replays_in_a_graph(dtype):
+    """Decode (one query per batch and head over 4097 keys) with ALiBi and sinks: a grid this
+    small runs on the sm80 flex kernel split over the keys on every GPU (auto leaves it there on
+    an sm_90 one), the sink joining once in the combine; the call, whose split needs a workspace,
+    also replays inside a CUDA graph."""
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 4)
+    B, Hq, Hkv, Sk, D = 2, 8, 2, 4097, 128
+    q = torch.randn(B, Hq, 1, D, dtype=dtype, device="cuda", generator=g)
+    k, v = (torch.randn(B, Hkv, Sk, D, dtype=dtype, device="cuda", generator=g) for _ in range(2))
+    slopes = torch.rand(Hq, device="cuda", generator=g)
+    sinks = torch.randn(Hq, device="cuda", generator=g)
+
+    def alibi_at_the_last_key(score, b, h, q_idx, kv_idx):
+        # flashcore aligns queries bottom-right: the one query stands at key Sk - 1.
+        return score - slopes[h] * (q_idx + Sk - 1 - kv_idx).abs()
+
+    def call():
+        return flashcore.flex_attention(q, k, v, score_mod=mods.alibi(slopes), enable_gqa=True,
+                                        return_lse=True, sinks=sinks)
+
+    out, lse = call()
+    assert flashcore.last_provider() == "sm80"
+    ref_out, ref_lse = reference(q, k, v, score_mod=alibi_at_the_last_key, sinks=sinks)
+    check(out, lse, ref_out, ref_lse, dtype, "decode, ALiBi, sinks")
+
+    call()  # warm outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        graph_out, graph_lse = call()
+    graph_out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    check(graph_out, graph_lse, ref_out, ref_lse, dtype, "decode replayed in a CUDA graph")

@@ -226,6 +226,7 @@ void make_flex_data(const FlexCase& c, std::mt19937_64* rng_ptr, FlexData* data)
   p.window_right = c.window_right;
   p.softcap = c.softcap;
   p.backend = c.backend;
+  p.num_splits = c.num_splits;
   if (varlen) {
     p.cu_seqlens_q = static_cast<const int32_t*>(f.d_cu_q.get());
     p.cu_seqlens_k = static_cast<const int32_t*>(f.d_cu_k.get());

@@ -38,6 +38,7 @@ struct FlexCase {
   // Varlen: the sequences' lengths (batch = their count); empty for a dense batch.
   std::vector<int32_t> lengths_q, lengths_k;
   Backend backend = Backend::kSm80;
+  int num_splits = 0;  // AttentionParams::num_splits: 0 lets the backend choose, 1 never splits
   bool gpu_oracle = false;  // run the fp32 GPU oracle (no flex mods) instead of run()
 };
 
@@ -93,6 +94,11 @@ void run_flex_case(const FlexCase& c, FlexResult* result);
 FlexCase make_flex_case(std::string name, void (*edit)(FlexCase&));
 // The shared case list (flex_cases.cpp), on the default backend (sm80).
 std::vector<FlexCase> flex_cases();
+// The shared list's decode cases: one query tile per (batch, head) over long keys, named
+// decode_* or chunk_*, whose keys the sm80 kernel splits.
+inline bool is_decode_case(const FlexCase& c) {
+  return c.name.rfind("decode", 0) == 0 || c.name.rfind("chunk", 0) == 0;
+}
 // Cases that must have rows that see no key (so that part of the check can fail).
 inline constexpr const char* kMaskedRowCases[] = {"documents_cross_masked_rows",
                                                   "block_mask_random_empty_rows"};

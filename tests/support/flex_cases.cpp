@@ -2,7 +2,8 @@
 // every case on their backend): every built-in mod and combinations, BlockMasks (built from the
 // mask, and random ones with empty rows and unsorted lists), partial tail blocks, document
 // boundaries inside blocks, fully masked rows, sinks, GQA, head dims 64 / 128 / 256 and rounded
-// ones, varlen batches with lengths 0, 1, 7 and long sequences, and grids of more tiles than SMs.
+// ones, varlen batches with lengths 0, 1, 7 and long sequences, grids of more tiles than SMs, and
+// decode grids whose keys the sm80 kernel splits.
 #include <string>
 #include <utility>
 #include <vector>
@@ -164,6 +165,34 @@ std::vector<FlexCase> flex_cases() {
                      [](FlexCase& c) {
                        c.head_dim = 160, c.window_left = 50, c.window_right = 0, c.sinks = true;
                        c.lengths_q = {1, 7, 300, 0}, c.lengths_k = {1, 9, 300, 4};
+                     }),
+      // Decode and short chunks: one query tile per (batch, head) over long keys, which the sm80
+      // kernel splits (flash-decoding) and combines, the sink added once there. Random BlockMasks
+      // leave some splits no block; documents leave some rows no key.
+      make_flex_case("decode_sinks_window_gqa",
+                     [](FlexCase& c) {
+                       c.seqlen_q = 1, c.seqlen_k = 4097, c.heads_q = 8, c.heads_kv = 2;
+                       c.causal = true, c.window_left = 1000, c.window_right = 0, c.sinks = true;
+                     }),
+      make_flex_case("decode_documents_alibi_fp16",
+                     [](FlexCase& c) {
+                       c.dtype = DType::kFloat16, c.seqlen_q = 7, c.seqlen_k = 3000, c.batch = 2;
+                       c.doc_span = 400, c.alibi = true;
+                     }),
+      make_flex_case("decode_block_mask_random_sinks_hd64",
+                     [](FlexCase& c) {
+                       c.head_dim = 64, c.seqlen_q = 1, c.seqlen_k = 5000, c.sinks = true;
+                       c.block_mask = BlockMaskKind::kRandom, c.q_block = 128, c.kv_block = 128;
+                     }),
+      make_flex_case("chunk_prefix_lm_softcap",
+                     [](FlexCase& c) {
+                       c.seqlen_q = 127, c.seqlen_k = 1000, c.prefix = 600, c.softcap = 10.f;
+                       c.heads_q = 4, c.heads_kv = 1;
+                     }),
+      make_flex_case("decode_five_splits_hd256_alibi",
+                     [](FlexCase& c) {
+                       c.head_dim = 256, c.seqlen_q = 3, c.seqlen_k = 1000, c.alibi = true;
+                       c.sinks = true, c.num_splits = 5;
                      }),
   };
   return cases;
