@@ -10,10 +10,11 @@ sliding window (FLASHCORE_WINDOW keys left of the diagonal, causal), causal docu
 tokens (default: 128 and 1024), prefix-LM (a quarter of the sequence), ALiBi (causal), softcap 30
 (causal) and a jit_score_mod (causal + a per-head linear bias); plus varlen (documents of random
 length, causal) against the dense causal kernel over the same tokens, and decode (one query per
-batch and head over --decode-lengths keys, ALiBi) against torch.compile's flex decoding. A flashcore mod object is
-also a PyTorch mod (its __call__), so torch's create_block_mask builds one BlockMask from it that
-both libraries take. TFLOP/s count only the visible blocks (4·D per pair of the blocks the
-BlockMask lists, B·H times), so sparser masks are not flattered; sparsity is 1 - listed / all.
+batch and head over --decode-lengths keys, ALiBi) against torch.compile's flex decoding. A
+flashcore mod object is also a PyTorch mod (its __call__), so torch's create_block_mask builds one
+BlockMask from it that both libraries take. TFLOP/s count only the visible blocks (4·D per pair
+of the blocks the BlockMask lists, B·H times), so sparser masks are not flattered; sparsity is
+1 - listed / all.
 
 A peer that refuses a case is reported as REFUSED with its message and the lab goes on (in torch
 2.11 on an H100, torch.compile's flex kernel refuses BLOCK_SIZE=64: its tiles are 128); parity

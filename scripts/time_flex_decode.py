@@ -1,6 +1,7 @@
 """Flex decode: flex_attention with ALiBi (a score_mod, so the flex path runs) over decode and
 short-chunk shapes, on auto (the sm80 flex kernel's split-KV where auto leaves a small grid to it)
-and with the sm90 flex kernel forced (unsplit), plus the two outputs' relative difference. Times by
+and with the sm90 flex kernel forced (unsplit), plus the two outputs' relative difference; the
+same scores again as a jit_score_mod (a functor of one's own takes the same route). Times by
 bench/peers.py's time_fn (flashcore-bench's rules, inputs rotated past L2); GB/s of K and V read
 once (docs/flex.md, "Decode: split-KV on the flex path").
 
@@ -26,11 +27,17 @@ for B, Hq, Hkv, Sq, Sk in [(1, 16, 16, 1, 16384), (2, 16, 16, 1, 16384), (2, 16,
     inputs = [[torch.randn(B, h, n, D, device="cuda", dtype=torch.bfloat16, generator=g)
                for h, n in ((Hq, Sq), (Hkv, Sk), (Hkv, Sk))] for _ in range(sets)]
     slopes = torch.rand(Hq, device="cuda", generator=g) * 0.1
-    mod = mods.alibi(slopes)
+    # The same scores as a jit_score_mod: a functor of one's own (one object, compiled once).
+    snippet = flashcore.jit_score_mod(
+        "return score - slopes[h] * fabsf((float)(q_idx + offset - kv_idx));", slopes=slopes,
+        offset=Sk - Sq)
     row = f"B{B} Hq{Hq} Hkv{Hkv} Sq{Sq} Sk{Sk}:"
     kv_bytes = 2 * B * Hkv * Sk * D * 2
     outs = {}
-    for name, kwargs in (("auto", {}), ("sm90", dict(backend="sm90"))):
+    builtin = mods.alibi(slopes)
+    forced = dict(backend="sm90")
+    for name, mod, kwargs in (("auto", builtin, {}), ("sm90", builtin, forced),
+                              ("jit auto", snippet, {}), ("jit sm90", snippet, forced)):
         try:
             fns = [lambda q=q, k=k, v=v: flashcore.flex_attention(
                 q, k, v, score_mod=mod, enable_gqa=True, **kwargs) for q, k, v in inputs]

@@ -323,9 +323,9 @@ def launch(q, k, v, out, lse, scale, causal, window, softcap, fields, jit_mod, b
         _run_jit(jit_mod, q, k, v, out, lse, scale, causal, window, softcap, fields, backend)
         return
     kernel = (backend, 0, "auto", True)
-    # No workspace: the library takes the sm90 flex kernel's 256-byte tile counter from the
-    # stream-ordered pool, which measured 5-8 us a call cheaper than torch's allocator through a
-    # workspace callable (docs/flex.md, "The host side of a flex call").
+    # No workspace: the library takes the sm90 flex kernel's 256-byte tile counter (or the sm80
+    # split's partials) from the stream-ordered pool, which measured 5-8 us a call cheaper than
+    # torch's allocator through a workspace callable (docs/flex.md, "The host side of a flex call").
     _core.run(q, k, v, out, lse, 0.0 if scale is None else float(scale), causal, window,
               float(softcap), kernel, _stream_of(q), flex=fields)
 

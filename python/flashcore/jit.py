@@ -46,7 +46,7 @@ __all__ = ["JitCompileError", "JitMaskMod", "JitScoreMod", "Program", "jit_mask_
            "jit_score_mod", "build", "cache_dir", "stats"]
 
 # The ABI of the shared objects' entry points: src/api/flex_functors.hpp's kJitAbiVersion.
-_ABI_VERSION = 3
+_ABI_VERSION = 4
 # The flex kernel's head dims (src/sm80/flex_fwd.cu); a smaller head dim runs on the next one up.
 _KERNEL_HEAD_DIMS = (64, 128, 256)
 # The sm90 flex kernel's (src/sm90/flex_launch.hpp); an object for sm_90 of another head dim has

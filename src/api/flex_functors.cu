@@ -7,7 +7,10 @@
 #include "api/validate.hpp"
 #include "common/launch_status.hpp"
 #include "common/status_message.hpp"
+#include "flashcore/varlen.hpp"
+#include "sm80/flex_fwd.hpp"
 #include "sm80/flex_view.hpp"
+#include "sm80/split_kv.hpp"
 #include "sm90/flex_fwd.hpp"
 #include "sm90/flex_launch.hpp"
 
@@ -62,10 +65,12 @@ Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernel
             "the flex kernel runs BlockMasks whose block sizes are multiples of 64; rebuild the "
             "BlockMask with such block sizes"};
   }
-  if (params.num_splits > 1 || params.tile == TileShape::kSmall) {
-    return {
-        StatusCode::kUnsupported,
-        "the flex kernel runs one tile, unsplit: pass num_splits 0 or 1 and tile auto or large"};
+  if (params.tile == TileShape::kSmall) {
+    return {StatusCode::kUnsupported, "the flex kernel runs one tile: pass tile auto or large"};
+  }
+  if (params.num_splits > 1 && is_varlen(params)) {
+    return {StatusCode::kUnsupported,
+            "the flex kernel runs varlen batches unsplit: pass num_splits 0 or 1"};
   }
   if (params.backend != Backend::kAuto && params.backend != Backend::kSm90 &&
       params.backend != Backend::kSm80) {
@@ -77,15 +82,29 @@ Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernel
   if (Status s = validate_device(params, &device); !s.ok()) return s;
   out->problem = make_problem(params);
   out->sm90 = false;
-  if (params.backend == Backend::kSm80) return {};
-  const char* why = functor_sm90_rejects(out->problem, device, kernels);
-  if (why[0] == '\0') {
-    out->sm90 = true;
-    out->sm90_plan = sm90_flex_plan(out->problem, device);
-  } else if (params.backend == Backend::kSm90) {
-    return {StatusCode::kUnsupported, std::string("the sm90 flex kernel ") + why};
+  if (params.backend != Backend::kSm80) {
+    const char* why = functor_sm90_rejects(out->problem, device, kernels);
+    if (why[0] == '\0' && params.backend == Backend::kAuto) {
+      why = sm90_flex_auto_declines(out->problem, device);
+    }
+    if (why[0] == '\0') {
+      out->sm90 = true;
+      out->sm90_plan = sm90_flex_plan(out->problem, device);
+      return {};
+    }
+    if (params.backend == Backend::kSm90) {
+      return {StatusCode::kUnsupported, std::string("the sm90 flex kernel ") + why};
+    }
   }
+  out->sm80_splits = sm80_flex_splits(out->problem, device);
   return {};
+}
+
+size_t functor_workspace_bytes(const FunctorFlex& plan) {
+  if (plan.sm90) return sm90_flex_workspace_bytes(plan.problem);
+  const AttentionParams& a = plan.problem.params;
+  return sm80::split_workspace_bytes(plan.sm80_splits, a.batch * a.heads_q * a.seqlen_q,
+                                     a.head_dim);
 }
 
 Status launch_functor_flex(FunctorFlex* plan, FunctorLaunchFn launch, const void* context,
@@ -94,37 +113,38 @@ Status launch_functor_flex(FunctorFlex* plan, FunctorLaunchFn launch, const void
   const cudaStream_t stream = a.stream;
   const char* what =
       plan->sm90 ? "sm90 flex_fwd_kernel (functors)" : "sm80 flex_fwd_kernel (functors)";
+  // The sm90 kernel's tile counter or the sm80 split's partials (run() sizes the same scratch).
+  const size_t needed = functor_workspace_bytes(*plan);
+  void* workspace = a.workspace;
+  if (needed > 0 && workspace != nullptr && a.workspace_bytes < needed) {
+    return invalid_argument(
+        cat("workspace_bytes is ", a.workspace_bytes, " but the ",
+            plan->sm90 ? "sm90 flex kernel's tile counter" : "sm80 split's partials", " need ",
+            needed, "; pass at least that or null to let run_flex allocate it"));
+  }
+  const bool owned = needed > 0 && workspace == nullptr;
+  if (owned) {
+    if (Status s = launch_status(cudaMallocAsync(&workspace, needed, stream),
+                                 "allocating the flex kernel's workspace");
+        !s.ok()) {
+      return s;
+    }
+  }
   Status status;
-  if (!plan->sm90) {
-    status = launch_status(static_cast<cudaError_t>(launch(plan, context, stream)), what);
-  } else {
-    // The persistent kernel's tile counter (sm90_flex_workspace_bytes), as run() provides it.
-    const size_t needed = sm90_flex_workspace_bytes(plan->problem);
-    void* counter = a.workspace;
-    if (counter != nullptr && a.workspace_bytes < needed) {
-      return invalid_argument(cat("workspace_bytes is ", a.workspace_bytes,
-                                  " but the sm90 flex kernel needs ", needed,
-                                  "; pass at least that or null to let run_flex allocate it"));
-    }
-    const bool owned = counter == nullptr;
-    if (owned) {
-      if (Status s = launch_status(cudaMallocAsync(&counter, needed, stream),
-                                   "allocating the sm90 flex tile counter");
-          !s.ok()) {
-        return s;
-      }
-    }
-    plan->sm90_plan.args.tile_counter = static_cast<int*>(counter);
-    status = launch_status(cudaMemsetAsync(counter, 0, sizeof(int), stream),
+  if (plan->sm90) {
+    plan->sm90_plan.args.tile_counter = static_cast<int*>(workspace);
+    status = launch_status(cudaMemsetAsync(workspace, 0, sizeof(int), stream),
                            "sm90 flex tile counter reset");
-    if (status.ok()) {
-      status = launch_status(static_cast<cudaError_t>(launch(plan, context, stream)), what);
-    }
-    if (owned) {
-      const Status freed =
-          launch_status(cudaFreeAsync(counter, stream), "freeing the tile counter");
-      if (status.ok()) status = freed;
-    }
+  } else {
+    plan->sm80_workspace = workspace;
+  }
+  if (status.ok()) {
+    status = launch_status(static_cast<cudaError_t>(launch(plan, context, stream)), what);
+  }
+  if (owned) {
+    const Status freed =
+        launch_status(cudaFreeAsync(workspace, stream), "freeing the flex kernel's workspace");
+    if (status.ok()) status = freed;
   }
   if (status.ok() && info != nullptr) {
     info->backend = plan->sm90 ? Backend::kSm90 : Backend::kSm80;

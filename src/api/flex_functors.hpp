@@ -38,13 +38,18 @@ struct FunctorFlex {
   Problem problem;
   bool sm90 = false;           // the sm90 flex kernel with sm90_plan; else the sm80 one
   sm90::LaunchArgs sm90_plan;  // its grid and views; launch_functor_flex sets the tile counter
+  // The sm80 kernel's split-KV (sm80_flex_splits; 1: unsplit) and the workspace of its partials,
+  // which launch_functor_flex places.
+  int sm80_splits = 1;
+  void* sm80_workspace = nullptr;
 };
 
 // Everything checked before a launch of the functor kernels: the arguments (validate_arguments),
 // the fields the functors replace, the sm80 flex kernel's limits (BlockMask block sizes, one
-// unsplit tile) and the device (validate_device). Then the kernel: sm90 where
-// functor_sm90_rejects says nothing, else sm80; params.backend sm80 or sm90 forces one (sm90
-// fails with its reason where it cannot run the problem), other backends are refused.
+// tile, a varlen batch unsplit) and the device (validate_device). Then the kernel: sm90 where
+// functor_sm90_rejects says nothing and auto does not leave the problem to sm80 (decode grids,
+// sm90_flex_auto_declines), else sm80 with its split count; params.backend sm80 or sm90 forces
+// one (sm90 fails with its reason where it cannot run the problem), other backends are refused.
 Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernels, FunctorMods mods,
                             FunctorFlex* out);
 
@@ -55,10 +60,15 @@ Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernel
 const char* functor_sm90_rejects(const Problem& problem, const cudaDeviceProp& device,
                                  FunctorKernels kernels);
 
+// The scratch the kernel of `plan` needs: sm90's tile counter (256 bytes), the sm80 split's
+// partials, or nothing.
+size_t functor_workspace_bytes(const FunctorFlex& plan);
+
 // Enqueues the kernel of `plan` through launch(plan, context, stream), which returns a
-// cudaError_t. For sm90 it first points the plan at a zeroed tile counter: in params.workspace
-// when one is passed (it must hold sm90's 256 bytes), else in a stream-ordered allocation freed
-// after the launch. info (optional) gets the provider, "sm90" or "sm80".
+// cudaError_t. It first points the plan at its scratch (functor_workspace_bytes; sm90's tile
+// counter zeroed): in params.workspace when one is passed (it must hold that many bytes), else in
+// a stream-ordered allocation freed after the launch. info (optional) gets the provider, "sm90"
+// or "sm80".
 using FunctorLaunchFn = int (*)(const FunctorFlex* plan, const void* context, cudaStream_t stream);
 Status launch_functor_flex(FunctorFlex* plan, FunctorLaunchFn launch, const void* context,
                            RunInfo* info);
@@ -78,6 +88,6 @@ using JitHasSm90Fn = int (*)();
 using JitBlockMaskFn = int (*)(const flex::BlockMask* out,
                                const flex::detail::BlockMaskArrays* arrays,
                                const uint64_t* captures, cudaStream_t stream);
-inline constexpr int kJitAbiVersion = 3;
+inline constexpr int kJitAbiVersion = 4;
 
 }  // namespace flashcore::detail

@@ -4,7 +4,8 @@
 // sm_80+ GPU, and, where FLASHCORE_RUN_FLEX_SM90 is set (the file compiled for sm_90a among its
 // architectures: CMake's flashcore::flex_kernels sets it for targets with 90a), the sm90 one too;
 // on an H100 the sm90 kernel runs every problem it takes (head dim 64 / 128, BlockMasks of
-// 128-key blocks, ...), the sm80 one the rest, as for the built-in mods (prepare_functor_flex).
+// 128-key blocks, ...), the sm80 one the rest, as for the built-in mods (prepare_functor_flex);
+// the sm80 one splits the keys of small grids (decode) as for them too.
 //
 // params is what flashcore::run takes, with the mods in the functors instead: causal, the window,
 // softcap and flex.mask / flex.score_mod must stay off (AND a flex::WindowMod into the mask,
@@ -46,7 +47,8 @@ cudaError_t launch_functor_sm80(const FunctorFlex& plan, const Mask& mask,
   static_assert(std::is_same_v<Element, __half> || std::is_same_v<Element, __nv_bfloat16>,
                 "Element is __half or __nv_bfloat16");
   using Traits = sm80::FlexTile<Element, kHeadDim>;
-  const auto fp = sm80::flex_view<Traits>(plan.problem, mask, score_mod);
+  auto fp = sm80::flex_view<Traits>(plan.problem, mask, score_mod);
+  sm80::use_split_partials(fp.fwd, plan.sm80_splits, plan.sm80_workspace);
   return sm80::launch_flex_kernel<Traits>(fp, stream);
 }
 

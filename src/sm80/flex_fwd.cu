@@ -107,12 +107,7 @@ Status launch_sm80_flex(const Problem& problem, void* workspace, cudaStream_t st
     using Traits = decltype(tile);
     BuiltinFlexParams fp = sm80::flex_view<Traits>(problem, sm80::builtin_mask(problem),
                                                    sm80::builtin_score_mod(problem));
-    if (splits > 1) {
-      // fp32 partial O [splits, B, Hq, Sq, head_dim], then partial LSE [splits, B, Hq, Sq].
-      fp.fwd.num_splits = splits;
-      fp.fwd.o_partial = static_cast<float*>(workspace);
-      fp.fwd.lse_partial = fp.fwd.o_partial + splits * sm80::kernel_rows(fp.fwd) * fp.fwd.head_dim;
-    }
+    sm80::use_split_partials(fp.fwd, splits, workspace);
     status = launch_status(sm80::launch_flex_tile<Traits>(fp, stream),
                            "sm80 flex_fwd_kernel (or its combine_kernel)");
   });

@@ -405,7 +405,7 @@ TEST(FlexBlockWalk, ATileOverTwoQueryBlocksWalksBothBlocksListsForTheirOwnRows) 
 
 // prepare_functor_flex, what run_flex and flashcore.jit_score_mod check before a launch: the
 // params' fields that the functors replace must be off, the kernel must fit (dtype, head dim,
-// block sizes, one unsplit tile). What passes these reaches the device check.
+// block sizes, one tile, a varlen batch unsplit). What passes these reaches the device check.
 TEST(FlexFunctors, PrepareRejectsTheFieldsTheFunctorsReplace) {
   const detail::FunctorMods both{true, true}, score_only{false, true};
   struct Case {
@@ -449,12 +449,22 @@ TEST(FlexFunctors, PrepareRejectsTheFieldsTheFunctorsReplace) {
        DType::kBFloat16,
        128,
        "multiples of 64"},
-      {"split",
+      {"a split",
        [](AttentionParams& p) { p.num_splits = 2; },
        {false, false},
        DType::kBFloat16,
        128,
-       "unsplit"},
+       nullptr},
+      {"a split varlen batch",
+       [](AttentionParams& p) {
+         p.cu_seqlens_q = p.cu_seqlens_k = reinterpret_cast<const int32_t*>(fake(10));
+         p.max_seqlen_q = p.max_seqlen_k = 100;
+         p.num_splits = 2;
+       },
+       {false, false},
+       DType::kBFloat16,
+       128,
+       "varlen batches unsplit"},
       {"a backend without flex kernels",
        [](AttentionParams& p) { p.backend = Backend::kWmma; },
        {false, false},

@@ -129,6 +129,23 @@ def test_bias_example_matches_float64(dtype, head_dim):
     assert jit.stats()["compiles"] == compiles
 
 
+def test_decode_splits_the_keys_of_a_jit_score_mod():
+    """Decode, one query per batch and head over 4097 keys: a grid this small runs on the sm80
+    flex kernel split over the keys (auto leaves it there on an sm_90 GPU too), for a snippet as
+    for the built-in mods; the object is the bias example's bf16 hd128 one."""
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 5)
+    q = torch.randn(2, 8, 1, 128, dtype=torch.bfloat16, device="cuda", generator=g)
+    k, v = (torch.randn(2, 2, 4097, 128, dtype=torch.bfloat16, device="cuda", generator=g)
+            for _ in range(2))
+    bias = torch.randn(8, device="cuda", generator=g) * 1e-3
+    mod = flashcore.jit_score_mod(BIAS, bias=bias)
+    out, lse = flashcore.flex_attention(q, k, v, score_mod=mod, enable_gqa=True, return_lse=True)
+    assert flashcore.last_provider() == "sm80"
+    ref_out, ref_lse = reference(
+        q, k, v, lambda s, b, h, qi, ki: s + bias.double()[h] * (qi - ki))
+    check(out, lse, ref_out, ref_lse, torch.bfloat16, "decode bias")
+
+
 def test_captures_of_every_kind_under_a_causal_block_mask():
     dtype = torch.bfloat16
     q, k, v = inputs(dtype, Hq=4, Hkv=4, S=320, D=64, seed=1)
