@@ -18,39 +18,12 @@
 #include "flashcore/attention.hpp"
 #include "flashcore/flashcore.h"
 #include "flashcore/flex.hpp"
-#include "sm80/flex_fwd.hpp"
-#include "sm80/split_kv.hpp"
-#include "sm90/flex_fwd.hpp"
+#include "tests/cpu/flex_params_fixture.hpp"
 
 namespace flashcore {
 namespace {
 
-// Fake, aligned device addresses: validation never dereferences them.
-char* fake(int slot) { return reinterpret_cast<char*>(uintptr_t{1} << 40) + (int64_t{slot} << 26); }
-
-AttentionParams flex_params() {
-  AttentionParams p;
-  p.batch = 2;
-  p.seqlen_q = 300;
-  p.seqlen_k = 200;
-  p.heads_q = 4;
-  p.heads_kv = 2;
-  p.head_dim = 128;
-  p.q = {fake(0), DType::kBFloat16, bshd_strides(300, 4, 128)};
-  p.k = {fake(1), DType::kBFloat16, bshd_strides(200, 2, 128)};
-  p.v = {fake(2), DType::kBFloat16, bshd_strides(200, 2, 128)};
-  p.o = {fake(3), DType::kBFloat16, bshd_strides(300, 4, 128)};
-  p.flex.score_mod.alibi.slopes = reinterpret_cast<const float*>(fake(4));
-  return p;
-}
-
-// A BlockMask of the problem's shape, 128 x 128 blocks, broadcast over heads.
-flex::BlockMask block_mask_for(const AttentionParams& p) {
-  flex::BlockMask m = flex::block_mask_shape(p.batch, 1, p.seqlen_q, p.seqlen_k, 128, 128);
-  m.kv_num_blocks = reinterpret_cast<const int32_t*>(fake(5));
-  m.kv_indices = reinterpret_cast<const int32_t*>(fake(6));
-  return m;
-}
+using namespace flex_fixture;
 
 TEST(FlexValidation, ValidFlexParamsPass) {
   AttentionParams p = flex_params();
@@ -154,22 +127,6 @@ TEST(FlexProblems, OnlyProblemsWithAFlexPartNeedTheFlexKernel) {
   AttentionParams sinks = dense;
   sinks.flex.sinks.logits = reinterpret_cast<const float*>(fake(7));
   EXPECT_TRUE(detail::needs_flex_kernel(detail::make_problem(sinks)));
-}
-
-cudaDeviceProp hopper() {
-  cudaDeviceProp d{};
-  d.major = 9;
-  d.multiProcessorCount = 132;
-  d.sharedMemPerBlockOptin = 227 * 1024;
-  d.sharedMemPerMultiprocessor = 228 * 1024;
-  return d;
-}
-
-// Whether this build has the sm90 kernels (its reason says so otherwise).
-bool sm90_in_build() {
-  const detail::BackendEntry* sm90 = detail::find_backend(Backend::kSm90);
-  const std::string why = sm90->rejects(detail::make_problem(flex_params()), hopper());
-  return why.find("not in this build") == std::string::npos;
 }
 
 TEST(FlexBackends, Sm90AndSm80RunFlexAndEveryOtherBackendSaysWhere) {
@@ -537,73 +494,6 @@ TEST(FlexFunctors, Sm90RunsFunctorsWhereItTakesTheProblem) {
   blocks.flex.block_mask = block_mask_for(blocks);
   blocks.flex.block_mask.q_block_size = 64;
   EXPECT_STREQ(detail::functor_sm90_rejects(detail::make_problem(blocks), hopper(), sm90), "");
-}
-
-// Split-KV of the sm80 flex kernel (flash-decoding). A decode grid, B2 x Hq4 query tiles of one
-// row, is split until it fills the GPU's resident CTA slots once, with at least two KV tiles a
-// split; a count the caller asks for is taken; a grid that fills the GPU, keys of one tile and a
-// varlen batch are not split.
-AttentionParams decode_params(int64_t seqlen_k) {
-  AttentionParams p = flex_params();
-  p.seqlen_q = 1;
-  p.seqlen_k = seqlen_k;
-  p.q.strides = p.o.strides = bshd_strides(1, 4, 128);
-  p.k.strides = p.v.strides = bshd_strides(seqlen_k, 2, 128);
-  return p;
-}
-
-// The sm80 flex tile's keys per KV tile and resident CTAs per SM (sm80::kFlexBlockKV and
-// FlexTileConfig<128>::kMinCtasPerSm, in device headers this host test cannot include).
-constexpr int64_t kFlexKeyTile = 64, kFlexCtasPerSm = 2;
-
-int splits_of(const AttentionParams& p) {
-  return detail::sm80_flex_splits(detail::make_problem(p), hopper());
-}
-
-TEST(FlexSplitKv, Sm80SplitsTheKeysOfGridsThatLeaveSmsIdle) {
-  if (const char* why = detail::pruned_reason(DType::kBFloat16, 128); why[0] != '\0') {
-    GTEST_SKIP() << "sm80 flex split test skipped: " << why;
-  }
-  const AttentionParams decode = decode_params(8192);
-  const int splits = splits_of(decode);
-  const int64_t query_tiles = decode.batch * decode.heads_q;
-  const int64_t key_tiles = 8192 / kFlexKeyTile;
-  EXPECT_GT(splits, 1);
-  EXPECT_LE(splits * query_tiles, kFlexCtasPerSm * 132);
-  EXPECT_GE(key_tiles / splits, sm80::kMinBlocksPerSplit);
-  EXPECT_STREQ(
-      detail::find_backend(Backend::kSm80)->rejects(detail::make_problem(decode), hopper()), "");
-
-  AttentionParams asked = decode;
-  asked.num_splits = 3;
-  EXPECT_EQ(splits_of(asked), 3);
-  EXPECT_EQ(splits_of(decode_params(kFlexKeyTile)), 1);  // one key tile
-  AttentionParams full = decode;
-  full.batch = 64;  // 256 query tiles
-  EXPECT_EQ(splits_of(full), 1);
-  AttentionParams varlen = decode;
-  varlen.cu_seqlens_q = varlen.cu_seqlens_k = reinterpret_cast<const int32_t*>(fake(10));
-  varlen.max_seqlen_q = 1;
-  varlen.max_seqlen_k = 8192;
-  EXPECT_EQ(splits_of(varlen), 1);
-}
-
-// Auto leaves a decode grid (one query tile per (batch, head), under half as many as SMs) to the
-// sm80 split; the sm90 flex kernel keeps longer queries, full grids and an unsplit request.
-TEST(FlexSplitKv, AutoLeavesDecodeGridsToTheSm80Split) {
-  if (!sm90_in_build()) GTEST_SKIP() << "sm90 flex test skipped: this build has no sm_90a";
-  const auto declines = [](const AttentionParams& p) {
-    return std::string(detail::sm90_flex_auto_declines(detail::make_problem(p), hopper()));
-  };
-  const AttentionParams decode = decode_params(8192);
-  EXPECT_NE(declines(decode).find("sm80 flex kernel"), std::string::npos) << declines(decode);
-  AttentionParams unsplit = decode;
-  unsplit.num_splits = 1;
-  AttentionParams full = decode;
-  full.batch = 64;
-  for (const AttentionParams& p : {flex_params(), unsplit, full, decode_params(64)}) {
-    EXPECT_EQ(declines(p), "") << "B" << p.batch << " Sq" << p.seqlen_q << " Sk" << p.seqlen_k;
-  }
 }
 
 }  // namespace
