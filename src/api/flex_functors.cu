@@ -10,7 +10,6 @@
 #include "flashcore/varlen.hpp"
 #include "sm80/flex_fwd.hpp"
 #include "sm80/flex_view.hpp"
-#include "sm80/split_kv.hpp"
 #include "sm90/flex_fwd.hpp"
 #include "sm90/flex_launch.hpp"
 
@@ -101,10 +100,8 @@ Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernel
 }
 
 size_t functor_workspace_bytes(const FunctorFlex& plan) {
-  if (plan.sm90) return sm90_flex_workspace_bytes(plan.problem);
-  const AttentionParams& a = plan.problem.params;
-  return sm80::split_workspace_bytes(plan.sm80_splits, a.batch * a.heads_q * a.seqlen_q,
-                                     a.head_dim);
+  return plan.sm90 ? sm90_flex_workspace_bytes(plan.problem)
+                   : sm80_flex_split_bytes(plan.problem, plan.sm80_splits);
 }
 
 Status launch_functor_flex(FunctorFlex* plan, FunctorLaunchFn launch, const void* context,

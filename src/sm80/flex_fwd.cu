@@ -90,12 +90,15 @@ int sm80_flex_splits(const Problem& problem, const cudaDeviceProp& device) {
   return splits;
 }
 
+size_t sm80_flex_split_bytes(const Problem& problem, int splits) {
+  const AttentionParams& a = problem.params;
+  return sm80::split_workspace_bytes(splits, a.batch * a.heads_q * a.seqlen_q, a.head_dim);
+}
+
 size_t sm80_flex_workspace_bytes(const Problem& problem) {
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
-  const AttentionParams& a = problem.params;
-  return sm80::split_workspace_bytes(sm80_flex_splits(problem, device),
-                                     a.batch * a.heads_q * a.seqlen_q, a.head_dim);
+  return sm80_flex_split_bytes(problem, sm80_flex_splits(problem, device));
 }
 
 Status launch_sm80_flex(const Problem& problem, void* workspace, cudaStream_t stream) {

@@ -16,6 +16,8 @@ const char* sm80_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
 // splits as fill the GPU once when the grid of query tiles leaves SMs idle (decode), never for a
 // varlen batch; 1 = unsplit. The workspace holds the splits' fp32 partials.
 int sm80_flex_splits(const Problem& problem, const cudaDeviceProp& device);
+// The partials' bytes of `splits` splits (0 for one), and those of sm80_flex_splits' count.
+size_t sm80_flex_split_bytes(const Problem& problem, int splits);
 size_t sm80_flex_workspace_bytes(const Problem& problem);
 Status launch_sm80_flex(const Problem& problem, void* workspace, cudaStream_t stream);
 

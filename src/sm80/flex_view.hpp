@@ -51,15 +51,6 @@ FlexParams<Mask, ScoreMod> flex_view(const detail::Problem& problem, const Mask&
   return fp;
 }
 
-// Points p at the split-KV partials in workspace (split_workspace_bytes of them): fp32 O
-// [splits, B, Hq, Sq, head_dim], then LSE [splits, B, Hq, Sq]; splits 1 leaves p unsplit.
-inline void use_split_partials(FwdParams& p, int splits, void* workspace) {
-  if (splits <= 1) return;
-  p.num_splits = splits;
-  p.o_partial = static_cast<float*>(workspace);
-  p.lse_partial = p.o_partial + splits * kernel_rows(p) * p.head_dim;
-}
-
 // The params' built-in mods (common/flex_problem.hpp), under the names run_flex and the JIT use.
 using detail::builtin_mask;
 using detail::builtin_score_mod;

@@ -76,6 +76,15 @@ inline int64_t kernel_rows(const FwdParams& p) {
   return static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q;
 }
 
+// Points p at the split-KV partials in workspace (split_workspace_bytes of them): fp32 O
+// [splits, B, Hq, Sq, head_dim], then LSE [splits, B, Hq, Sq]; splits 1 leaves p unsplit.
+inline void use_split_partials(FwdParams& p, int splits, void* workspace) {
+  if (splits <= 1) return;
+  p.num_splits = splits;
+  p.o_partial = static_cast<float*>(workspace);
+  p.lse_partial = p.o_partial + splits * kernel_rows(p) * p.head_dim;
+}
+
 // Grid shape and split count for one instantiation on one device.
 template <typename Traits>
 FwdParams plan(const detail::Problem& problem, const cudaDeviceProp& device) {
@@ -119,10 +128,7 @@ Status launch_planned(const detail::Problem& problem, const cudaDeviceProp& devi
                       const char* combine_name) {
   using Element = typename Traits::Element;
   FwdParams p = plan<Traits>(problem, device);
-  if (p.num_splits > 1) {
-    p.o_partial = static_cast<float*>(workspace);
-    p.lse_partial = p.o_partial + p.num_splits * kernel_rows(p) * p.head_dim;
-  }
+  use_split_partials(p, p.num_splits, workspace);
   const bool dependent = problem.params.enable_pdl && p.num_splits == 1;
   if (Status s = detail::launch_status(launch_fwd(p, dependent, stream), fwd_name); !s.ok()) {
     return s;

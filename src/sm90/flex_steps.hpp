@@ -149,6 +149,15 @@ struct FlexSteps {
     return ((i / 2) % 2 * kHalfTiles + (i / 4) % kHalfTiles) * 2 + i % 2;
   }
 
+  // Whether every element of the step is visible, in every lane of the warp (flex_scores.hpp's
+  // warp_all_visible): the steps that skip the per-element test.
+  __device__ static bool all_visible(const Step& step) {
+    uint32_t words[kHalves];
+#pragma unroll
+    for (int half = 0; half < kHalves; ++half) words[half] = step.bits[half][0];
+    return detail::warp_all_visible(words, kHalfTiles * 4);
+  }
+
   template <typename ScoreTensor>
   __device__ __forceinline__ void score(const Step& step, ScoreTensor& s) const {
     constexpr int kPerHalf = kHalfTiles * 4;
@@ -185,18 +194,15 @@ struct FlexSteps {
       each([&](float& x, int, int) { x *= scale; });
       const detail::BuiltinScoreTerms terms = tile.terms;
       terms.apply(each);
-      uint32_t words[kHalves];
-#pragma unroll
-      for (int half = 0; half < kHalves; ++half) words[half] = step.bits[half][0];
       // A step whose elements are all visible (all but the diagonal and the tails) skips the
       // select: a bit test and a select per element, a third of the ALiBi pass's instructions.
-      if (detail::warp_all_visible(words, kPerHalf)) {
+      if (all_visible(step)) {
 #pragma unroll
         for (int i = 0; i < kHalves * kPerHalf; ++i) s(i) *= kLog2e;
       } else {
 #pragma unroll
         for (int i = 0; i < kHalves * kPerHalf; ++i) {
-          const bool visible = (words[i / kPerHalf] >> bit_of(i)) & 1u;
+          const bool visible = (step.bits[i / kPerHalf][0] >> bit_of(i)) & 1u;
           s(i) = visible ? s(i) * kLog2e : -INFINITY;
         }
       }
@@ -206,10 +212,7 @@ struct FlexSteps {
       // read from the tile state once per step, not once per element.
       const ScoreMod score_mod = tile.score_mod;
       const int b = tile.b, h = tile.h;
-      uint32_t words[kHalves];
-#pragma unroll
-      for (int half = 0; half < kHalves; ++half) words[half] = step.bits[half][0];
-      if (detail::warp_all_visible(words, kPerHalf)) {
+      if (all_visible(step)) {
 #pragma unroll
         for (int i = 0; i < kHalves * kPerHalf; ++i) {
           s(i) = score_mod(s(i) * scale, b, h, q0 + 8 * ((i / 2) % 2), kv_of(i)) * kLog2e;
@@ -217,7 +220,7 @@ struct FlexSteps {
       } else {
 #pragma unroll
         for (int i = 0; i < kHalves * kPerHalf; ++i) {
-          const bool visible = (words[i / kPerHalf] >> bit_of(i)) & 1u;
+          const bool visible = (step.bits[i / kPerHalf][0] >> bit_of(i)) & 1u;
           const int q = q0 + 8 * ((i / 2) % 2);
           s(i) = visible ? score_mod(s(i) * scale, b, h, q, kv_of(i)) * kLog2e : -INFINITY;
         }
