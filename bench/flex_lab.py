@@ -10,7 +10,8 @@ sliding window (FLASHCORE_WINDOW keys left of the diagonal, causal), causal docu
 tokens (default: 128 and 1024), prefix-LM (a quarter of the sequence), ALiBi (causal), softcap 30
 (causal) and a jit_score_mod (causal + a per-head linear bias); plus varlen (documents of random
 length, causal) against the dense causal kernel over the same tokens, and decode (one query per
-batch and head over --decode-lengths keys, ALiBi) against torch.compile's flex decoding. A
+batch and head over --decode-lengths keys, ALiBi; B2 H16, and B8 Hq32 Hkv8 under GQA) against
+torch.compile's flex decoding. A
 flashcore mod object is also a PyTorch mod (its __call__), so torch's create_block_mask builds one
 BlockMask from it that both libraries take. TFLOP/s count only the visible blocks (4·D per pair
 of the blocks the BlockMask lists, B·H times), so sparser masks are not flattered; sparsity is
@@ -48,8 +49,9 @@ BARRED_FAMILIES = ("documents", "sliding", "prefix_lm", "alibi")
 MIN_CAUSAL_VS_DENSE = 0.95
 MIN_VARLEN_VS_DENSE = 0.95
 EAGER_MAX_SEQLEN = 4096  # eager flex_attention materializes B·H·S² fp32 scores
-# Decode: B2 x H16 = 32 (batch, head) pairs, a quarter of an H100's SMs, one query each.
-DECODE_BATCH = 2
+# Decode (B, Hq, Hkv): B2 x H16 = 32 (batch, head) pairs, a quarter of an H100's SMs, one query
+# each; and GQA as Llama-3 8B has it (32 query heads, 8 kv heads) at batch 8.
+DECODE_SHAPES = ((2, 16, 16), (8, 32, 8))
 
 
 def env_int(name, default):
@@ -242,33 +244,41 @@ def run_varlen(tokens, mean_length, record, generator):
     measure([("flashcore_dense", "step", dense)], record, dense_case, ("flashcore_dense",))
 
 
-def run_decode(kv_len, compiled, record, generator):
-    """One query per (batch, head) standing at the last of kv_len keys, with ALiBi (a score_mod,
-    so flashcore runs its flex path: the sm80 kernel's split-KV on a grid this small), against
-    torch.compile(flex_attention), which decodes with its own split kernel. TFLOP/s count
-    4·B·H·Sk·D; the report gives GB/s of K and V read instead, what decode is bound by."""
-    slopes = torch.rand(HEADS, device="cuda", generator=generator) * 0.1
+def run_decode(kv_len, shape, compiled, record, generator):
+    """One query per (batch, query head) standing at the last of kv_len keys, with ALiBi (a
+    score_mod, so flashcore runs its flex path: the sm80 kernel's split-KV on a grid this small,
+    with a kv head's query heads packed into one tile under GQA), against
+    torch.compile(flex_attention), which decodes with its own split kernel. shape: (B, Hq, Hkv).
+    TFLOP/s count 4·B·Hq·Sk·D; the report gives GB/s of K and V read once instead, what decode is
+    bound by."""
+    batch, heads_q, heads_kv = shape
+    slopes = torch.rand(heads_q, device="cuda", generator=generator) * 0.1
     offset = kv_len - 1  # flashcore aligns the query bottom-right: it stands at key kv_len - 1
 
     def torch_alibi(score, b, h, q_idx, kv_idx):
         return score - slopes[h] * (q_idx + offset - kv_idx).abs()
 
-    sets = peers.input_sets(peer_cases.Case(DECODE_BATCH, HEADS, kv_len, HEAD_DIM, False, DTYPE))
-    inputs = [[torch.randn((DECODE_BATCH, HEADS, rows, HEAD_DIM), device="cuda",
-                           dtype=torch.bfloat16, generator=generator)
-               for rows in (1, kv_len, kv_len)] for _ in range(sets)]
-    case = peer_cases.Case(DECODE_BATCH, HEADS, kv_len, HEAD_DIM, False, DTYPE).to_json()
-    case.update(label=f"B{DECODE_BATCH}_H{HEADS}_Sq1_Sk{kv_len}_D{HEAD_DIM}_{DTYPE}_decode_alibi",
-                seqlen_q=1, flops=4.0 * DECODE_BATCH * HEADS * kv_len * HEAD_DIM,
-                min_bytes=2.0 * DECODE_BATCH * HEADS * kv_len * HEAD_DIM * 2,
-                mask="decode_alibi", block_size=0, sparsity=0.0)
+    sets = peers.input_sets(peer_cases.Case(batch, heads_kv, kv_len, HEAD_DIM, False, DTYPE))
+    inputs = [[torch.randn((batch, heads, rows, HEAD_DIM), device="cuda", dtype=torch.bfloat16,
+                           generator=generator)
+               for heads, rows in ((heads_q, 1), (heads_kv, kv_len), (heads_kv, kv_len))]
+              for _ in range(sets)]
+    gqa = heads_q != heads_kv
+    case = peer_cases.Case(batch, heads_q, kv_len, HEAD_DIM, False, DTYPE).to_json()
+    heads = f"Hq{heads_q}_Hkv{heads_kv}" if gqa else f"H{heads_q}"
+    mask = "decode_gqa_alibi" if gqa else "decode_alibi"
+    case.update(label=f"B{batch}_{heads}_Sq1_Sk{kv_len}_D{HEAD_DIM}_{DTYPE}_{mask}",
+                seqlen_q=1, heads_kv=heads_kv, flops=4.0 * batch * heads_q * kv_len * HEAD_DIM,
+                min_bytes=2.0 * batch * heads_kv * kv_len * HEAD_DIM * 2,
+                mask=mask, block_size=0, sparsity=0.0)
     print(case["label"], flush=True)
     score_mod = mods.alibi(slopes)
     runs = [("flashcore_flex", "optimized",
-             [lambda q=q, k=k, v=v: flashcore.flex_attention(q, k, v, score_mod=score_mod)
+             [lambda q=q, k=k, v=v: flashcore.flex_attention(q, k, v, score_mod=score_mod,
+                                                             enable_gqa=gqa)
               for q, k, v in inputs]),
             ("flex_compiled", "peer",
-             [lambda q=q, k=k, v=v: compiled(q, k, v, score_mod=torch_alibi)
+             [lambda q=q, k=k, v=v: compiled(q, k, v, score_mod=torch_alibi, enable_gqa=gqa)
               for q, k, v in inputs])]
     measure(runs, record, case, ("flex_compiled",))
 
@@ -405,7 +415,8 @@ def main():
         run_varlen(args.varlen_tokens, 1024, record, generator)
     if not wanted or "decode" in wanted:
         for kv_len in (int(n) for n in args.decode_lengths.split(",") if n):
-            run_decode(kv_len, compiled, record, generator)
+            for shape in DECODE_SHAPES:
+                run_decode(kv_len, shape, compiled, record, generator)
     bar_lines = bars(record, seqlens, args.varlen_tokens)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

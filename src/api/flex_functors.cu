@@ -84,7 +84,7 @@ Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernel
   if (params.backend != Backend::kSm80) {
     const char* why = functor_sm90_rejects(out->problem, device, kernels);
     if (why[0] == '\0' && params.backend == Backend::kAuto) {
-      why = sm90_flex_auto_declines(out->problem, device);
+      why = sm90_flex_auto_declines(out->problem, device, /*builtin_mask=*/!mods.mask);
     }
     if (why[0] == '\0') {
       out->sm90 = true;
@@ -95,7 +95,7 @@ Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernel
       return {StatusCode::kUnsupported, std::string("the sm90 flex kernel ") + why};
     }
   }
-  out->sm80_splits = sm80_flex_splits(out->problem, device);
+  out->sm80_splits = sm80_flex_splits(out->problem, device, /*builtin_mask=*/!mods.mask);
   return {};
 }
 

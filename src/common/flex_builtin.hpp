@@ -25,14 +25,32 @@
 
 namespace flashcore::detail {
 
+// Where a warp's fragment sits: tile rows row0 + mt * 16 + lane / 4 (+ 8) and keys key0 + nt * 8 +
+// 2 * (lane % 4) (+ 1), in the sequence's own indices. Tile row r is query row r of head h, except
+// in a decode tile whose rows are the query heads of one kv head (sm80/flex_view.hpp packs them:
+// packed_heads = G, seqlen_q = 1): there row r is query row 0 of head h + r, for r < G.
+struct FragmentPlace {
+  int b, h;
+  int row0, key0;
+  int seqlen_q, seqlen_k;
+  int lane;
+  int packed_heads = 0;
+
+  __host__ __device__ int head_of(int row) const { return packed_heads > 0 ? h + row : h; }
+  __host__ __device__ int query_of(int row) const { return packed_heads > 0 ? 0 : row; }
+  // Tile rows [0, rows()) hold queries; the others are padding, never visible.
+  __host__ __device__ int rows() const { return packed_heads > 0 ? packed_heads : seqlen_q; }
+};
+
 // Bits as element_visibility's (bit (half * kNTiles + nt) * 2 + e of word mt) for a partial tile
 // of the built-in mask; rows or keys outside the sequences are hidden, and their ids never read.
 // The rows' ranges and ids come first (3 registers per row); then each column's id is loaded and
 // compared with every row's, so no array of column ids stays live (a first version that loaded
 // them all first spilled in sm80's hd128 kernel: 255 registers with O live).
-template <int kMTiles, int kNTiles, typename Place>
+// The mask reads no head, so a packed tile's rows (all query row 0) see the same keys.
+template <int kMTiles, int kNTiles>
 __host__ __device__ __forceinline__ void builtin_visibility(const flex::BuiltinMask& mask,
-                                                            const Place& at,
+                                                            const FragmentPlace& at,
                                                             uint32_t (&bits)[kMTiles]) {
   constexpr int kFragRows = 16, kFragCols = 8, kCols = kNTiles * kFragCols;
   const int col0 = at.key0 + 2 * (at.lane % 4);  // the thread's first column
@@ -44,9 +62,10 @@ __host__ __device__ __forceinline__ void builtin_visibility(const flex::BuiltinM
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int q = at.row0 + mt * kFragRows + at.lane / 4 + 8 * half;
+      const int row = at.row0 + mt * kFragRows + at.lane / 4 + 8 * half;
+      const int q = at.query_of(row);
       begin[mt][half] = end[mt][half] = doc_q[mt][half] = 0;
-      if (q < at.seqlen_q) {
+      if (row < at.rows()) {
         int64_t first = mask.window.first_key(q);
         int64_t last = mask.window.end_key(q);  // one past; already <= seqlen_k
         if (mask.use_prefix_lm) {

@@ -17,15 +17,6 @@
 
 namespace flashcore::detail {
 
-// Where a warp's fragment sits: rows row0 + mt * 16 + lane / 4 (+ 8) and keys key0 + nt * 8 +
-// 2 * (lane % 4) (+ 1), in the sequence's own indices.
-struct FragmentPlace {
-  int b, h;
-  int row0, key0;
-  int seqlen_q, seqlen_k;
-  int lane;
-};
-
 // A score_mod that can say at run time that it changes nothing (BuiltinScoreMod::is_identity).
 template <typename ScoreMod, typename = void>
 struct HasIsIdentity : std::false_type {};
@@ -51,7 +42,8 @@ __device__ __forceinline__ void element_visibility(const Mask& mask, const Fragm
     uint32_t word = 0;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int q = at.row0 + mt * kFragRows + at.lane / 4 + 8 * half;
+      const int row = at.row0 + mt * kFragRows + at.lane / 4 + 8 * half;
+      const int q = at.query_of(row), h = at.head_of(row);
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
@@ -59,11 +51,11 @@ __device__ __forceinline__ void element_visibility(const Mask& mask, const Fragm
           const int kv = at.key0 + nt * kFragCols + 2 * (at.lane % 4) + e;
           bool visible;
           if constexpr (kInside) {
-            visible = !kCallMask || mask(at.b, at.h, q, kv);
+            visible = !kCallMask || mask(at.b, h, q, kv);
           } else {
             // Pairs outside the sequences never reach the mask.
-            visible = q < at.seqlen_q && kv < at.seqlen_k;
-            if constexpr (kCallMask) visible = visible && mask(at.b, at.h, q, kv);
+            visible = row < at.rows() && kv < at.seqlen_k;
+            if constexpr (kCallMask) visible = visible && mask(at.b, h, q, kv);
           }
           word |= static_cast<uint32_t>(visible) << ((half * kNTiles + nt) * 2 + e);
         }
@@ -83,7 +75,7 @@ __device__ __forceinline__ void visible_elements(TileMasking masking, const Mask
   constexpr int kFragRows = 16, kFragCols = 8;
   // The same for every thread of the warp (row0 and key0 are the warp's), so no branch diverges.
   const bool inside =
-      at.row0 + kMTiles * kFragRows <= at.seqlen_q && at.key0 + kNTiles * kFragCols <= at.seqlen_k;
+      at.row0 + kMTiles * kFragRows <= at.rows() && at.key0 + kNTiles * kFragCols <= at.seqlen_k;
   if (masking == TileMasking::kPartial) {
     if constexpr (std::is_same_v<Mask, flex::BuiltinMask>) {
       builtin_visibility<kMTiles, kNTiles>(mask, at, bits);
@@ -120,7 +112,8 @@ __device__ __forceinline__ void flex_scores_impl(float (&s)[kMTiles][kNTiles][4]
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int q = at.row0 + mt * kFragRows + at.lane / 4 + 8 * half;
+      const int row = at.row0 + mt * kFragRows + at.lane / 4 + 8 * half;
+      const int q = at.query_of(row), h = at.head_of(row);
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
@@ -131,9 +124,9 @@ __device__ __forceinline__ void flex_scores_impl(float (&s)[kMTiles][kNTiles][4]
           if constexpr (kIdentity) {
             x = visible ? x * scale_log2 : -INFINITY;
           } else if constexpr (kAllVisible) {
-            x = score_mod(x * scale, at.b, at.h, q, kv) * kLog2e;
+            x = score_mod(x * scale, at.b, h, q, kv) * kLog2e;
           } else {
-            x = visible ? score_mod(x * scale, at.b, at.h, q, kv) * kLog2e : -INFINITY;
+            x = visible ? score_mod(x * scale, at.b, h, q, kv) * kLog2e : -INFINITY;
           }
         }
       }
@@ -152,8 +145,37 @@ __device__ __forceinline__ bool warp_all_visible(const uint32_t (&bits)[kMTiles]
   return __all_sync(~0u, all);
 }
 
-// The built-in score_mod's scores (flex_builtin.hpp): scale, the parts' passes, then log2(e) on
-// visible elements and -inf on the others.
+// The built-in score_mod's scores, last step: log2(e) on visible elements and -inf on the others
+// (bits: visible_elements').
+template <int kMTiles, int kNTiles>
+__device__ __forceinline__ void builtin_to_log2(float (&s)[kMTiles][kNTiles][4],
+                                                const uint32_t (&bits)[kMTiles]) {
+  if (warp_all_visible(bits, kNTiles * 4)) {  // no select to make (the sm90 steps say why)
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) s[mt][nt][r] *= kLog2e;
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const bool visible = (bits[mt] >> (((r / 2) * kNTiles + nt) * 2 + r % 2)) & 1u;
+        s[mt][nt][r] = visible ? s[mt][nt][r] * kLog2e : -INFINITY;
+      }
+    }
+  }
+}
+
+// The built-in score_mod's scores (flex_builtin.hpp) on a tile of one head (its rows are query
+// rows): scale, the parts' passes with terms bound to the head, then builtin_to_log2.
 template <int kMTiles, int kNTiles>
 __device__ __forceinline__ void builtin_flex_scores(float (&s)[kMTiles][kNTiles][4],
                                                     const uint32_t (&bits)[kMTiles],
@@ -175,21 +197,42 @@ __device__ __forceinline__ void builtin_flex_scores(float (&s)[kMTiles][kNTiles]
   };
   each([&](float& x, int, int) { x *= scale; });
   terms.apply(each);
-  if (warp_all_visible(bits, kNTiles * 4)) {  // no select to make (the sm90 steps say why)
-    each([&](float& x, int, int) { x *= kLog2e; });
-    return;
-  }
+  builtin_to_log2(s, bits);
+}
+
+// The same on a packed decode tile (FragmentPlace), whose rows are different heads: each row binds
+// its own head's terms, every step. Its own function, and in its own kernel for the built-in mods
+// (sm80/flex_kernel.cuh's kMayPack): beside the one-head passes in one kernel, it made the
+// unpacked decode 4-6% slower (another code layout); binding every row per step in place of
+// those passes made it 30% slower (the binding's loads sit on each step's critical path).
+template <int kMTiles, int kNTiles>
+__device__ __forceinline__ void packed_builtin_flex_scores(float (&s)[kMTiles][kNTiles][4],
+                                                           const uint32_t (&bits)[kMTiles],
+                                                           const flex::BuiltinScoreMod& score_mod,
+                                                           const FragmentPlace& at, float scale) {
+  constexpr int kFragRows = 16, kFragCols = 8;
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) {
+    for (int half = 0; half < 2; ++half) {
+      const int row = at.row0 + mt * kFragRows + at.lane / 4 + 8 * half;
+      const int q = at.query_of(row);
+      // fn(score, q, kv) on this row's elements of the thread's.
+      const auto each = [&](auto&& fn) {
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const bool visible = (bits[mt] >> (((r / 2) * kNTiles + nt) * 2 + r % 2)) & 1u;
-        s[mt][nt][r] = visible ? s[mt][nt][r] * kLog2e : -INFINITY;
-      }
+        for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            fn(s[mt][nt][2 * half + e], q, at.key0 + nt * kFragCols + 2 * (at.lane % 4) + e);
+          }
+        }
+      };
+      each([&](float& x, int, int) { x *= scale; });
+      // A padding row (past the group) binds the tile's first head: it is hidden anyway.
+      BuiltinScoreTerms::bind(score_mod, row < at.rows() ? at.head_of(row) : at.h).apply(each);
     }
   }
+  builtin_to_log2(s, bits);
 }
 
 // The scores of one warp's fragment; bits: visible_elements' (one code path per kind of
@@ -204,7 +247,11 @@ __device__ __forceinline__ void flex_scores(float (&s)[kMTiles][kNTiles][4],
   if (identity) {
     flex_scores_impl</*kIdentity=*/true, false>(s, bits, score_mod, at, scale);
   } else if constexpr (std::is_same_v<ScoreMod, flex::BuiltinScoreMod>) {
-    builtin_flex_scores(s, bits, BuiltinScoreTerms::bind(score_mod, at.h), at, scale);
+    if (at.packed_heads == 0) {
+      builtin_flex_scores(s, bits, BuiltinScoreTerms::bind(score_mod, at.h), at, scale);
+    } else {
+      packed_builtin_flex_scores(s, bits, score_mod, at, scale);
+    }
   } else if (warp_all_visible(bits, kNTiles * 4)) {
     flex_scores_impl<false, /*kAllVisible=*/true>(s, bits, score_mod, at, scale);
   } else {

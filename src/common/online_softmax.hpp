@@ -147,10 +147,21 @@ struct OnlineSoftmax {
   __device__ __forceinline__ void finalize_with_sink(float factor, float sink,
                                                      float (&inv_sum)[kMTiles][2],
                                                      float (&lse)[kMTiles][2]) const {
+    float sinks[kMTiles][2];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) sinks[mt][0] = sinks[mt][1] = sink;
+    finalize_with_sink(factor, sinks, inv_sum, lse);
+  }
+  // The same with a sink per row (the thread's rows mt * 16 + lane / 4 + 8 * half): the rows of a
+  // packed decode tile are different heads, each with its own sink.
+  __device__ __forceinline__ void finalize_with_sink(float factor, const float (&sinks)[kMTiles][2],
+                                                     float (&inv_sum)[kMTiles][2],
+                                                     float (&lse)[kMTiles][2]) const {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
+        const float sink = sinks[mt][half];
         const float sum = quad_sum(row_sum[mt][half]);
         const float row = row_max[mt][half];
         const float top = fmaxf(row, sink);

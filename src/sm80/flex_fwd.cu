@@ -67,7 +67,15 @@ const char* sm80_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
   return "";
 }
 
-int sm80_flex_splits(const Problem& problem, const cudaDeviceProp& device) {
+bool sm80_flex_packs_heads(const Problem& problem, bool builtin_mask) {
+  bool packs = false;
+  with_flex_tile(problem.params.q.dtype, problem.params.head_dim, [&](auto tile) {
+    packs = sm80::flex_packs_heads(problem, decltype(tile)::kBlockM, builtin_mask);
+  });
+  return packs;
+}
+
+int sm80_flex_splits(const Problem& problem, const cudaDeviceProp& device, bool builtin_mask) {
   const AttentionParams& a = problem.params;
   if (is_varlen(a)) return 1;
   int splits = 1;
@@ -76,7 +84,9 @@ int sm80_flex_splits(const Problem& problem, const cudaDeviceProp& device) {
     const int64_t smem_per_cta =
         Traits::kSmemBytes + static_cast<int64_t>(device.reservedSharedMemPerBlock);
     sm80::SplitInputs in{};
-    in.ctas = a.batch * a.heads_q * ((a.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM);
+    in.ctas = sm80::flex_packs_heads(problem, Traits::kBlockM, builtin_mask)
+                  ? a.batch * a.heads_kv  // one tile holds a kv head's query heads
+                  : a.batch * a.heads_q * ((a.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM);
     // The keys' tiles bound every query tile's walk (a BlockMask lists at most these); a split
     // past a sparse walk's end finds no step and writes an empty partial.
     in.kv_blocks = (a.seqlen_k + sm80::kFlexBlockKV - 1) / sm80::kFlexBlockKV;

@@ -9,6 +9,8 @@
 //  - Varlen: CTA (m, h, b) takes sequence b's rows [m * kBlockM, ...) from cu_seqlens; tiles past
 //    the sequence exit at once. LSE is [Hq, total_q].
 //  - A row that sees nothing gets O = 0 and LSE = -inf (the sink's logit with sinks).
+//  - Decode under GQA may be packed (flex_view.hpp): the CTA of kv head h then runs the group's
+//    query heads as its rows, and the mods see each row's own head and query row 0.
 // Templated on the mods: the library instantiates it with the built-ins selected at run time
 // (flex::BuiltinMask, flex::BuiltinScoreMod); a caller may instantiate it with functors of their
 // own. One tile (FlexTileConfig). Split-KV (flash-decoding, for grids that leave SMs idle:
@@ -18,6 +20,7 @@
 
 #include <cstdint>
 #include <new>
+#include <type_traits>
 
 #include "common/block_walk.hpp"
 #include "common/flex_scores.hpp"
@@ -36,16 +39,19 @@ namespace flashcore::sm80 {
 struct SequenceSlice {
   int64_t q_offset, k_offset, v_offset, o_offset;  // elements from the tensors' starts
   int64_t lse_offset;                              // entries from lse's start
-  int seqlen_q, seqlen_k;
+  int seqlen_q, seqlen_k;                          // as the mods see them
+  int rows;   // the kernel's rows: seqlen_q, or a packed decode's query heads
   int batch;  // the index the output tile is addressed by: 0 for a varlen batch
 };
 
+// packed_heads: FlexParams::packed_heads as the kernel knows it.
 template <typename Mask, typename ScoreMod>
-__device__ __forceinline__ SequenceSlice sequence_slice(const FlexParams<Mask, ScoreMod>& fp,
-                                                        int b) {
+__device__ __forceinline__ SequenceSlice sequence_slice(const FlexParams<Mask, ScoreMod>& fp, int b,
+                                                        int packed_heads) {
   const FwdParams& p = fp.fwd;
   if (fp.cu_seqlens_q == nullptr) {
-    return {b * p.q_batch, b * p.k_batch, b * p.v_batch, 0, 0, p.seqlen_q, p.seqlen_k, b};
+    const int seqlen_q = packed_heads > 0 ? 1 : p.seqlen_q;
+    return {b * p.q_batch, b * p.k_batch, b * p.v_batch, 0, 0, seqlen_q, p.seqlen_k, p.seqlen_q, b};
   }
   const int q_start = fp.cu_seqlens_q[b], k_start = fp.cu_seqlens_k[b];
   return {q_start * p.q_seq,
@@ -55,10 +61,13 @@ __device__ __forceinline__ SequenceSlice sequence_slice(const FlexParams<Mask, S
           q_start,
           fp.cu_seqlens_q[b + 1] - q_start,
           fp.cu_seqlens_k[b + 1] - k_start,
+          fp.cu_seqlens_q[b + 1] - q_start,
           0};
 }
 
-template <typename Traits, typename Mask, typename ScoreMod>
+// kMayPack: whether fp may be a packed decode (FlexParams::packed_heads); without it the kernel
+// has none of the packed tile's code (launch_flex_kernel says when).
+template <typename Traits, typename Mask, typename ScoreMod, bool kMayPack>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
     flex_fwd_kernel(const __grid_constant__ FlexParams<Mask, ScoreMod> fp) {
   static_assert(Traits::kKeyGroups == 1 && Traits::kStages == 1 && Traits::kClusterCtas == 1,
@@ -75,6 +84,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   const int tid = threadIdx.x;
   const int lane = tid % kWarpSize, warp = tid / kWarpSize;
   const int b = blockIdx.z, h = blockIdx.y;
+  // The mods' head of the tile's first row (of every row unless packed).
+  const int packed_heads = kMayPack ? fp.packed_heads : 0;
+  const int first_head = packed_heads > 0 ? h * packed_heads : h;
   // Later query tiles see more keys under causal masks; launching them first shortens the tail.
   // The splits of one query tile are neighbours in x.
   const int split = static_cast<int>(blockIdx.x) % p.num_splits;
@@ -97,20 +109,24 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   __shared__ __align__(16) unsigned char state_bytes[sizeof(CtaState)];
   CtaState& state = *reinterpret_cast<CtaState*>(state_bytes);
   {
-    const SequenceSlice seq = sequence_slice(fp, b);
-    if (row_begin >= seq.seqlen_q) return;  // varlen: past this sequence's rows (uniform)
+    const SequenceSlice seq = sequence_slice(fp, b, packed_heads);
+    if (row_begin >= seq.rows) return;  // varlen: past this sequence's rows (uniform)
     if (tid == 0) {
-      const int row_end = min(row_begin + Traits::kBlockM, seq.seqlen_q);
+      const int row_end = min(row_begin + Traits::kBlockM, seq.rows);
       const int kv_head = h / p.kv_group;
       const Mask bound = flex::bind_seqlens(fp.mask, seq.seqlen_q, seq.seqlen_k);
-      new (&state) CtaState{seq,
-                            row_end,
-                            static_cast<const Element*>(p.k) + seq.k_offset + kv_head * p.k_head,
-                            static_cast<const Element*>(p.v) + seq.v_offset + kv_head * p.v_head,
-                            bound,
-                            flex::bind_seqlens(fp.score_mod, seq.seqlen_q, seq.seqlen_k),
-                            detail::kv_tile_walk<Traits::kBlockKV>(
-                                fp.block_mask, bound, b, h, row_begin, row_end, seq.seqlen_k)};
+      new (&state)
+          CtaState{seq,
+                   row_end,
+                   static_cast<const Element*>(p.k) + seq.k_offset + kv_head * p.k_head,
+                   static_cast<const Element*>(p.v) + seq.v_offset + kv_head * p.v_head,
+                   bound,
+                   flex::bind_seqlens(fp.score_mod, seq.seqlen_q, seq.seqlen_k),
+                   detail::kv_tile_walk<Traits::kBlockKV>(
+                       fp.block_mask, bound, b, first_head, packed_heads > 0 ? 0 : row_begin,
+                       packed_heads > 0 ? 1 : row_end, seq.seqlen_k)};
+      // Every row of the tile takes every step (a packed decode's walk is for one query row).
+      state.walk.num_rows = row_end - row_begin;
     }
     __syncthreads();
   }
@@ -119,6 +135,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   const Mask& mask = state.mask;
   const ScoreMod& score_mod = state.score_mod;
   const Walk& walk = state.walk;
+  // The query rows the walk is for: a packed decode's rows are all query row 0.
+  const int walk_q_begin = packed_heads > 0 ? 0 : row_begin;
+  const int walk_q_end = packed_heads > 0 ? 1 : row_end;
   // This split's steps of the walk, [first, last): shares that differ by at most one step.
   const int first = static_cast<int>(static_cast<int64_t>(walk.count()) * split / p.num_splits);
   const int last =
@@ -158,7 +177,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   }
   cute::cp_async_fence();
   for (int i = first; i < last; ++i) {
-    const detail::KvTile tile = walk.at(i, mask, b, h, row_begin, row_end, seq.seqlen_k);
+    const detail::KvTile tile =
+        walk.at(i, mask, b, first_head, walk_q_begin, walk_q_end, seq.seqlen_k);
     if (i == first) {
       cute::cp_async_wait<1>();
     } else {
@@ -175,9 +195,14 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
                          warp_row0 >= tile.rows_begin && warp_row0 < tile.rows_end;
     ProbFrag<Traits> probs;
     if (compute) {
-      const detail::FragmentPlace at{
-          b,   h, row_begin + warp_row0, tile.index * Traits::kBlockKV, seq.seqlen_q, seq.seqlen_k,
-          lane};
+      const detail::FragmentPlace at{b,
+                                     first_head,
+                                     row_begin + warp_row0,
+                                     tile.index * Traits::kBlockKV,
+                                     seq.seqlen_q,
+                                     seq.seqlen_k,
+                                     lane,
+                                     packed_heads};
       // Visibility before S = Q K^T (flex_scores.hpp says why).
       uint32_t visible[Traits::kWarpMTiles];
       detail::visible_elements<Mask, Traits::kWarpMTiles, Traits::kScoreNTiles>(tile.masking, mask,
@@ -204,7 +229,18 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   float inv_sum[Traits::kWarpMTiles][2];
   float lse[Traits::kWarpMTiles][2];
   if (fp.sinks.enabled() && p.num_splits == 1) {  // a split's sink joins in the combine
-    softmax.finalize_with_sink(/*factor=*/1.f, fp.sinks.logit(h) * kLog2e, inv_sum, lse);
+    // Each row's head's sink (one head unless packed; padding rows past the group take the first).
+    float sinks[Traits::kWarpMTiles][2];
+#pragma unroll
+    for (int mt = 0; mt < Traits::kWarpMTiles; ++mt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = row_begin + warp_row0 + mt * kMmaM + lane / 4 + 8 * half;
+        const int head = packed_heads > 0 && row < packed_heads ? first_head + row : first_head;
+        sinks[mt][half] = fp.sinks.logit(head) * kLog2e;
+      }
+    }
+    softmax.finalize_with_sink(/*factor=*/1.f, sinks, inv_sum, lse);
   } else {
     softmax.finalize</*kFast=*/false>(/*factor=*/1.f, inv_sum, lse);
   }
@@ -220,11 +256,19 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
                                            /*write_lse=*/true);
 }
 
-// Launches flex_fwd_kernel<Traits, Mask, ScoreMod> on (num_m_blocks * num_splits, heads, batch),
-// then, when split, the combine (with the sinks) into O and LSE.
+// Launches flex_fwd_kernel on (num_m_blocks * num_splits, heads, batch), then, when split, the
+// combine (with the sinks) into O and LSE. The built-in mods (the library's kernels) have a kernel
+// without the packed tile's code for every problem but a packed decode: in one kernel with it, the
+// unpacked decode ran 4-6% slower on the H200 (the same source path, another code layout). A
+// functor of one's own keeps one kernel for both, so a JIT object compiles one.
 template <typename Traits, typename Mask, typename ScoreMod>
 cudaError_t launch_flex_kernel(const FlexParams<Mask, ScoreMod>& fp, cudaStream_t stream) {
-  const auto kernel = flex_fwd_kernel<Traits, Mask, ScoreMod>;
+  constexpr bool kBuiltinMods =
+      std::is_same_v<Mask, flex::BuiltinMask> && std::is_same_v<ScoreMod, flex::BuiltinScoreMod>;
+  auto kernel = flex_fwd_kernel<Traits, Mask, ScoreMod, /*kMayPack=*/true>;
+  if constexpr (kBuiltinMods) {
+    if (fp.packed_heads == 0) kernel = flex_fwd_kernel<Traits, Mask, ScoreMod, /*kMayPack=*/false>;
+  }
   if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              Traits::kSmemBytes);
       err != cudaSuccess) {
@@ -239,7 +283,16 @@ cudaError_t launch_flex_kernel(const FlexParams<Mask, ScoreMod>& fp, cudaStream_
       err != cudaSuccess || fp.fwd.num_splits == 1) {
     return err;
   }
-  return launch_combine<typename Traits::Element>(fp.fwd, fp.fwd.head_dim, stream, fp.sinks.logits);
+  // The combine adds each row's head's sink, so it sees real heads: a packed decode's rows (G
+  // query heads of each kv head, query row 0) are the same partials, O and LSE rows as one query
+  // row of each of the G * heads query heads.
+  FwdParams rows = fp.fwd;
+  if (fp.packed_heads > 0) {
+    rows.heads *= fp.packed_heads;
+    rows.seqlen_q = 1;
+    rows.o_head = fp.fwd.o_seq;
+  }
+  return launch_combine<typename Traits::Element>(rows, rows.head_dim, stream, fp.sinks.logits);
 }
 
 }  // namespace flashcore::sm80

@@ -1,5 +1,6 @@
 // What the sm80 flex kernel receives: the dense kernel's view of the problem (sizes, strides,
-// pointers; no GQA packing, no split) plus the mods, the BlockMask, sinks and varlen arrays.
+// pointers; the decode GQA packing of flex_view.hpp, no split) plus the mods, the BlockMask, sinks
+// and varlen arrays.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,10 @@ struct FlexParams {
   // Varlen (AttentionParams' meaning), or null: then the kernel's gridDim.z is the batch.
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
+  // Decode under GQA (flex_view.hpp): fwd's rows are the packed_heads query heads of each of its
+  // heads (kv heads), row r of kv head h being query row 0 of head h * packed_heads + r; 0: fwd's
+  // rows are query rows.
+  int packed_heads;
 };
 
 }  // namespace flashcore::sm80

@@ -1,10 +1,17 @@
 // The problem as the sm80 flex kernel sees it, for any mods: the dense kernel's pointers, strides
-// and scale with the query side unpacked (mods see real query heads and rows, so the decode GQA
-// packing of common/query_view.hpp does not apply), one unsplit grid of the flex tile's rows,
-// and the BlockMask, sinks and varlen arrays of the params.
+// and scale with the query side as the mods see it (real query heads and rows), one unsplit grid
+// of the flex tile's rows, and the BlockMask, sinks and varlen arrays of the params.
+//
+// Decode under GQA is packed as the dense decode packs it (common/query_view.hpp): with one query
+// row, the G query heads of a kv head become the rows of one tile, so each K/V tile is read once
+// for the group instead of once per query head. The mods still see real heads: row r of kv head h
+// is query row 0 of head h * G + r (detail::FragmentPlace). That needs every row of the tile to
+// walk the same key blocks, so it is done only where nothing of the walk depends on the head: the
+// built-in mask (it reads no head) and a BlockMask broadcast over heads, or none.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/flex_problem.hpp"
 #include "common/problem.hpp"
@@ -25,6 +32,15 @@ static_assert(FlexTileConfig<256>::kBlockN * FlexTileConfig<256>::kKeyGroups == 
                   FlexTileConfig<256>::kBlockM % kFlexQBlockMultiple == 0,
               "every flex tile takes the same BlockMask block sizes");
 
+// Whether the flex tile of tile_rows query rows packs the problem's query heads (above);
+// builtin_mask: the mask is flex::BuiltinMask, not a functor of one's own (which may read h).
+inline bool flex_packs_heads(const detail::Problem& problem, int64_t tile_rows, bool builtin_mask) {
+  const AttentionParams& a = problem.params;
+  const int64_t group = problem.group();
+  return builtin_mask && a.seqlen_q == 1 && group > 1 && group <= tile_rows && !is_varlen(a) &&
+         (!a.flex.has_block_mask() || a.flex.block_mask.heads == 1);
+}
+
 // The view for the flex tile Traits (its query rows set the grid).
 template <typename Traits, typename Mask, typename ScoreMod>
 FlexParams<Mask, ScoreMod> flex_view(const detail::Problem& problem, const Mask& mask,
@@ -40,7 +56,18 @@ FlexParams<Mask, ScoreMod> flex_view(const detail::Problem& problem, const Mask&
   p.o_seq = a.o.strides.seq, p.o_head = a.o.strides.head;
   p.scale = problem.scale;
   p.num_splits = 1;
-  const int64_t rows = is_varlen(a) ? a.max_seqlen_q : a.seqlen_q;
+  fp.packed_heads = 0;
+  if (flex_packs_heads(problem, Traits::kBlockM, std::is_same_v<Mask, flex::BuiltinMask>)) {
+    // Rows are the group's query heads: row r of kv head h is at query head h * G + r.
+    const int group = p.kv_group;
+    p.heads = static_cast<int>(a.heads_kv);
+    p.kv_group = 1;
+    p.seqlen_q = group;
+    p.q_seq = a.q.strides.head, p.q_head = a.q.strides.head * group;
+    p.o_seq = a.o.strides.head, p.o_head = a.o.strides.head * group;
+    fp.packed_heads = group;
+  }
+  const int64_t rows = is_varlen(a) ? a.max_seqlen_q : p.seqlen_q;
   p.num_m_blocks = static_cast<int>((rows + Traits::kBlockM - 1) / Traits::kBlockM);
   fp.mask = mask;
   fp.score_mod = score_mod;

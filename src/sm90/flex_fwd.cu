@@ -104,16 +104,21 @@ const char* sm90_flex_shape_rejects(const Problem& problem) {
   return "";
 }
 
-const char* sm90_flex_auto_declines(const Problem& problem, const cudaDeviceProp& device) {
+const char* sm90_flex_auto_declines(const Problem& problem, const cudaDeviceProp& device,
+                                    bool builtin_mask) {
   const AttentionParams& a = problem.params;
   if (a.num_splits != 0 || is_varlen(a)) return "";  // num_splits 1 asks for no split
+  if (sm80_flex_rejects(problem, device)[0] != '\0') return "";
+  // Decode under GQA, at any batch: the sm90 kernel reads each K/V tile once per query head.
+  if (sm80_flex_packs_heads(problem, builtin_mask)) {
+    return "leaves decode steps of grouped query heads (GQA) to the sm80 flex kernel, which packs "
+           "a kv head's query heads into one tile and reads its keys once";
+  }
   // Decode and short chunks only: one query tile per (batch, head), too few to fill half the SMs.
   if (a.seqlen_q > sm90::kFlexTileRows || 2 * a.batch * a.heads_q > device.multiProcessorCount) {
     return "";
   }
-  if (sm80_flex_splits(problem, device) < 2 || sm80_flex_rejects(problem, device)[0] != '\0') {
-    return "";
-  }
+  if (sm80_flex_splits(problem, device, builtin_mask) < 2) return "";
   return "leaves flex problems of one query tile per (batch, head) that fill under half the SMs "
          "(decode) to the sm80 flex kernel, which splits their keys";
 }

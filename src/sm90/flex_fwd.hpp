@@ -18,11 +18,14 @@ const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
 // sizes, TMA strides): sm90_flex_rejects' checks without the library's instantiations (a functor
 // kernel of one's own, api/flex_functors.hpp, is compiled outside them). "" if none.
 const char* sm90_flex_shape_rejects(const Problem& problem);
-// Why auto leaves a flex problem this kernel could run to the sm80 flex kernel: one query tile per
-// (batch, head) and under half as many as SMs (decode, short chunks), whose keys the sm80 kernel
-// splits (flash-decoding), where this kernel would walk every key in one CTA per tile. "" if it
-// keeps the problem.
-const char* sm90_flex_auto_declines(const Problem& problem, const cudaDeviceProp& device);
+// Why auto leaves a flex problem this kernel could run to the sm80 flex kernel: a decode step under
+// GQA that the sm80 kernel packs (sm80_flex_packs_heads; builtin_mask as there), which reads K/V
+// once per kv head where this kernel reads it once per query head; or one query tile per (batch,
+// head) and under half as many as SMs (decode, short chunks), whose keys the sm80 kernel splits
+// (flash-decoding), where this kernel would walk every key in one CTA per tile. "" if it keeps
+// the problem.
+const char* sm90_flex_auto_declines(const Problem& problem, const cudaDeviceProp& device,
+                                    bool builtin_mask = true);
 // The sm90 flex kernel's grid and views of problem on device (tile_counter left null).
 sm90::LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device);
 size_t sm90_flex_workspace_bytes(const Problem& problem);

@@ -13,32 +13,28 @@
 namespace flashcore::detail {
 namespace {
 
-struct Place {  // the fields of FragmentPlace that builtin_visibility reads
-  int b, h;
-  int row0, key0;
-  int seqlen_q, seqlen_k;
-  int lane;
-};
-
-// Every element of the thread's fragment: bit (half * kNTiles + nt) * 2 + e of word mt is row
-// row0 + mt * 16 + lane / 4 + 8 * half, key key0 + nt * 8 + 2 * (lane % 4) + e.
+// Every element of the thread's fragment: bit (half * kNTiles + nt) * 2 + e of word mt is tile row
+// row0 + mt * 16 + lane / 4 + 8 * half (query row at.query_of(row) of head at.head_of(row)), key
+// key0 + nt * 8 + 2 * (lane % 4) + e.
 template <int kMTiles, int kNTiles>
-void expect_bits_match(const flex::BuiltinMask& mask, const Place& at) {
+void expect_bits_match(const flex::BuiltinMask& mask, const FragmentPlace& at) {
   uint32_t bits[kMTiles];
   builtin_visibility<kMTiles, kNTiles>(mask, at, bits);
   for (int mt = 0; mt < kMTiles; ++mt) {
     for (int half = 0; half < 2; ++half) {
       for (int nt = 0; nt < kNTiles; ++nt) {
         for (int e = 0; e < 2; ++e) {
-          const int q = at.row0 + mt * 16 + at.lane / 4 + 8 * half;
+          const int row = at.row0 + mt * 16 + at.lane / 4 + 8 * half;
+          const int q = at.query_of(row);
           const int kv = at.key0 + nt * 8 + 2 * (at.lane % 4) + e;
-          const bool expected = q < at.seqlen_q && kv < at.seqlen_k && mask(at.b, at.h, q, kv);
+          const bool expected = row < at.rows() && q < at.seqlen_q && kv < at.seqlen_k &&
+                                mask(at.b, at.head_of(row), q, kv);
           const bool got = (bits[mt] >> ((half * kNTiles + nt) * 2 + e)) & 1u;
           ASSERT_EQ(got, expected)
-              << "q " << q << " kv " << kv << " b " << at.b << " seqlens " << at.seqlen_q << "/"
-              << at.seqlen_k << " window " << mask.window.left << "/" << mask.window.right
-              << " prefix " << mask.use_prefix_lm << " documents "
-              << (mask.documents.doc_ids_q != nullptr);
+              << "row " << row << " q " << q << " kv " << kv << " packed heads " << at.packed_heads
+              << " b " << at.b << " seqlens " << at.seqlen_q << "/" << at.seqlen_k << " window "
+              << mask.window.left << "/" << mask.window.right << " prefix " << mask.use_prefix_lm
+              << " documents " << (mask.documents.doc_ids_q != nullptr);
         }
       }
     }
@@ -79,9 +75,22 @@ TEST(FlexBuiltin, VisibilityMatchesTheMaskOnEveryElement) {
       const int row0 = 16 * uniform(0, (seqlen_q + 31) / 16);
       const int key0 = 8 * uniform(0, (seqlen_k + 63) / 8);
       for (int lane = 0; lane < 32; ++lane) {
-        const Place at{b, 0, row0, key0, seqlen_q, seqlen_k, lane};
+        const FragmentPlace at{b, 0, row0, key0, seqlen_q, seqlen_k, lane};
         expect_bits_match<1, 8>(bound, at);  // sm90: a warpgroup's 64-key half
         expect_bits_match<2, 8>(bound, at);  // sm80: a warp's two m16 tiles
+        if (HasFatalFailure()) return;
+      }
+    }
+    // A packed decode tile (sm80/flex_view.hpp): one query row, the rows a group's heads.
+    const flex::BuiltinMask decode = mask.with_seqlens(1, seqlen_k);
+    for (int place = 0; place < 4; ++place) {
+      const int b = uniform(0, 1), group = uniform(2, 40);
+      const int row0 = 16 * uniform(0, 3);
+      const int key0 = 8 * uniform(0, (seqlen_k + 63) / 8);
+      for (int lane = 0; lane < 32; ++lane) {
+        const FragmentPlace at{b, 4 * group, row0, key0, 1, seqlen_k, lane, group};
+        expect_bits_match<1, 8>(decode, at);
+        expect_bits_match<2, 8>(decode, at);
         if (HasFatalFailure()) return;
       }
     }

@@ -84,6 +84,30 @@ TEST(FlexSm80Splits, DecodeCasesAreSplit) {
   if (checked == 0) GTEST_SKIP() << "this build has none of the decode cases' kernels";
 }
 
+// The decode cases of one query row under GQA, with no BlockMask or one broadcast over heads, run
+// packed (a kv head's query heads as one tile's rows); the others do not.
+TEST(FlexSm80Splits, GqaDecodeCasesArePacked) {
+  FLASHCORE_REQUIRE_GPU();
+  std::mt19937_64 rng(std::random_device{}());
+  int packed = 0, checked = 0;
+  for (const FlexCase& c : flex_cases()) {
+    if (!is_decode_case(c) ||
+        detail::pruned_reason(c.dtype, detail::instantiated_head_dim(c.head_dim))[0] != '\0') {
+      continue;
+    }
+    ++checked;
+    FlexData data;
+    make_flex_data(c, &rng, &data);
+    if (::testing::Test::HasFatalFailure()) return;
+    const bool expected = c.seqlen_q == 1 && c.heads_q > c.heads_kv &&
+                          (c.block_mask == BlockMaskKind::kNone || c.block_mask_broadcast);
+    EXPECT_EQ(detail::sm80_flex_packs_heads(detail::make_problem(data.params)), expected) << c.name;
+    packed += expected;
+  }
+  if (checked == 0) GTEST_SKIP() << "this build has none of the decode cases' kernels";
+  EXPECT_GT(packed, 0);
+}
+
 // The fp32 GPU oracle on varlen batches (it checks the fast kernels at sizes too large for the
 // float64 reference) against that reference. fp32 arithmetic errs by about 1e-6, so 1e-4 is far
 // below the half-precision bounds and still catches any wrong row, key or sequence.

@@ -29,8 +29,9 @@ namespace {
     }                                                                                          \
   } while (0)
 
-// The sm90 flex kernel's head dims; the flex cases above them run on auto, which must take them
-// to sm80 (the CPU test FlexBackends.Sm90SaysWhichFlexProblemsItCannotRun checks sm90's reason).
+// The sm90 flex kernel's head dims; the flex cases above them (and forced splits) run on auto,
+// which must take them to sm80 (the CPU test FlexBackends.Sm90SaysWhichFlexProblemsItCannotRun
+// checks sm90's reason).
 constexpr int64_t kSm90FlexMaxHeadDim = 128;
 // A varlen case without a FlexAttention part: sm90's persistent kernel runs it, at every head dim
 // (sm90_needs_flex_kernel).
@@ -38,7 +39,10 @@ bool plain_varlen(const FlexCase& c) {
   return !c.lengths_q.empty() && c.doc_span == 0 && c.prefix < 0 && !c.alibi &&
          c.bias_distance == 0 && !c.sinks && c.block_mask == BlockMaskKind::kNone;
 }
-bool sm90_runs(const FlexCase& c) { return c.head_dim <= kSm90FlexMaxHeadDim || plain_varlen(c); }
+// A forced split (num_splits > 1) is sm80's: the sm90 flex kernel runs unsplit.
+bool sm90_runs(const FlexCase& c) {
+  return (c.head_dim <= kSm90FlexMaxHeadDim || plain_varlen(c)) && c.num_splits <= 1;
+}
 const char* expected_provider(const FlexCase& c) { return sm90_runs(c) ? "sm90" : "sm80"; }
 
 // The case on sm90, BlockMasks of 64-key blocks included (two blocks to a 128-key tile; 64-row
@@ -106,6 +110,7 @@ std::vector<FlexCase> sm90_block_cases() {
       continue;
     }
     c.kv_block = 128;
+    c.num_splits = 0;  // sm90 runs unsplit (a forced split is the sm80 kernel's)
     c.name += "_as_kv128";
     cases.push_back(c);
   }

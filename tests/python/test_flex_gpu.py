@@ -227,10 +227,11 @@ def test_head_dim_256_runs_flex_on_sm80_and_varlen(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 def test_decode_splits_the_keys_with_sinks_and_replays_in_a_graph(dtype):
-    """Decode (one query per batch and head over 4097 keys) with ALiBi and sinks: a grid this
-    small runs on the sm80 flex kernel split over the keys on every GPU (auto leaves it there on
-    an sm_90 one), the sink joining once in the combine; the call, whose split needs a workspace,
-    also replays inside a CUDA graph."""
+    """Decode (one query per batch and head over 4097 keys, 4 query heads per kv head) with ALiBi
+    and sinks: it runs on the sm80 flex kernel on every GPU (auto leaves it there on an sm_90
+    one), the group's query heads packed into one tile (a slope and a sink per row) and split
+    over the keys, the sink joining once per row in the combine; the call, whose split needs a
+    workspace, also replays inside a CUDA graph."""
     g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 4)
     B, Hq, Hkv, Sk, D = 2, 8, 2, 4097, 128
     q = torch.randn(B, Hq, 1, D, dtype=dtype, device="cuda", generator=g)

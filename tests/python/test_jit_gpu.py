@@ -130,9 +130,10 @@ def test_bias_example_matches_float64(dtype, head_dim):
 
 
 def test_decode_splits_the_keys_of_a_jit_score_mod():
-    """Decode, one query per batch and head over 4097 keys: a grid this small runs on the sm80
-    flex kernel split over the keys (auto leaves it there on an sm_90 GPU too), for a snippet as
-    for the built-in mods; the object is the bias example's bf16 hd128 one."""
+    """Decode, one query per batch and head over 4097 keys, 4 query heads per kv head: it runs on
+    the sm80 flex kernel with the group's query heads packed into one tile, split over the keys
+    (auto leaves it there on an sm_90 GPU too), for a snippet as for the built-in mods, which
+    sees each packed row's own head (bias[h]); the object is the bias example's bf16 hd128 one."""
     g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 5)
     q = torch.randn(2, 8, 1, 128, dtype=torch.bfloat16, device="cuda", generator=g)
     k, v = (torch.randn(2, 2, 4097, 128, dtype=torch.bfloat16, device="cuda", generator=g)

@@ -194,8 +194,8 @@ void make_flex_data(const FlexCase& c, std::mt19937_64* rng_ptr, FlexData* data)
 
   flex::BlockMask device_blocks;
   if (c.block_mask != BlockMaskKind::kNone) {
-    const flex::BlockMask shape =
-        flex::block_mask_shape(batch, c.heads_q, seqlen_q, seqlen_k, c.q_block, c.kv_block);
+    const flex::BlockMask shape = flex::block_mask_shape(
+        batch, c.block_mask_broadcast ? 1 : c.heads_q, seqlen_q, seqlen_k, c.q_block, c.kv_block);
     f.host_blocks = c.block_mask == BlockMaskKind::kFromMask
                         ? flex::build_block_mask_host(f.host_mask, shape)
                         : random_block_mask(shape, &rng);

@@ -35,6 +35,7 @@ struct FlexCase {
   bool sinks = false;         // one random logit per head
   BlockMaskKind block_mask = BlockMaskKind::kNone;
   int64_t q_block = 128, kv_block = 128;
+  bool block_mask_broadcast = false;  // one BlockMask row for every head (heads 1), as H=None
   // Varlen: the sequences' lengths (batch = their count); empty for a dense batch.
   std::vector<int32_t> lengths_q, lengths_k;
   Backend backend = Backend::kSm80;

@@ -194,6 +194,38 @@ std::vector<FlexCase> flex_cases() {
                        c.head_dim = 256, c.seqlen_q = 3, c.seqlen_k = 1000, c.alibi = true;
                        c.sinks = true, c.num_splits = 5;
                      }),
+      // Decode under GQA, which the sm80 kernel packs (a kv head's query heads as a tile's rows):
+      // per-head slopes, bias rows and sinks on the packed rows, groups of 3 to 32 heads (two
+      // warps' rows, a quarter of the hd256 tile's), a BlockMask broadcast over heads.
+      make_flex_case("decode_gqa_alibi_bias_sinks",
+                     [](FlexCase& c) {
+                       c.seqlen_q = 1, c.seqlen_k = 3001, c.batch = 2, c.heads_q = 8,
+                       c.heads_kv = 2;
+                       c.causal = true, c.alibi = true, c.bias_distance = 300, c.sinks = true;
+                     }),
+      make_flex_case("decode_gqa_documents_prefix_broadcast_block_mask_fp16",
+                     [](FlexCase& c) {
+                       c.dtype = DType::kFloat16, c.seqlen_q = 1, c.seqlen_k = 2500, c.batch = 2;
+                       c.heads_q = 12, c.heads_kv = 3, c.doc_span = 300, c.prefix = 100;
+                       c.block_mask = BlockMaskKind::kFromMask, c.block_mask_broadcast = true;
+                     }),
+      make_flex_case("decode_gqa16_hd256_softcap_window_sinks",
+                     [](FlexCase& c) {
+                       c.head_dim = 256, c.seqlen_q = 1, c.seqlen_k = 1500, c.heads_q = 32;
+                       c.heads_kv = 2, c.softcap = 20.f, c.causal = true, c.window_left = 700;
+                       c.window_right = 0, c.sinks = true;
+                     }),
+      make_flex_case("decode_gqa3_hd64_random_broadcast_block_mask",
+                     [](FlexCase& c) {
+                       c.head_dim = 64, c.seqlen_q = 1, c.seqlen_k = 4097, c.heads_q = 6;
+                       c.heads_kv = 2, c.block_mask = BlockMaskKind::kRandom, c.kv_block = 64;
+                       c.block_mask_broadcast = true, c.alibi = true, c.num_splits = 3;
+                     }),
+      make_flex_case("decode_gqa32_alibi_sinks",
+                     [](FlexCase& c) {
+                       c.seqlen_q = 1, c.seqlen_k = 777, c.heads_q = 64, c.heads_kv = 2;
+                       c.alibi = true, c.sinks = true;
+                     }),
   };
   return cases;
 }
