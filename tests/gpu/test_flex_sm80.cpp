@@ -62,49 +62,52 @@ TEST_P(FlexSm80Unsplit, MatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(Cases, FlexSm80Unsplit, ::testing::ValuesIn(unsplit_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// fn(c, problem) for every decode case of the shared list whose kernel this build has (with fresh
+// inputs); false when there is none.
+template <typename Fn>
+bool for_each_decode_problem(Fn&& fn) {
+  std::mt19937_64 rng(std::random_device{}());
+  bool any = false;
+  for (const FlexCase& c : flex_cases()) {
+    if (!is_decode_case(c) ||
+        detail::pruned_reason(c.dtype, detail::instantiated_head_dim(c.head_dim))[0] != '\0') {
+      continue;
+    }
+    any = true;
+    FlexData data;
+    make_flex_data(c, &rng, &data);
+    if (::testing::Test::HasFatalFailure()) return any;
+    fn(c, detail::make_problem(data.params));
+  }
+  return any;
+}
+
 // The decode cases do reach the split: on this GPU the sm80 plan gives each more than one split
 // (so FlexSm80 above checks the partials, the empty splits and the combine's sinks).
 TEST(FlexSm80Splits, DecodeCasesAreSplit) {
   FLASHCORE_REQUIRE_GPU();
   cudaDeviceProp device{};
   ASSERT_EQ(cudaGetDeviceProperties(&device, 0), cudaSuccess);
-  std::mt19937_64 rng(std::random_device{}());
-  int checked = 0;
-  for (const FlexCase& c : flex_cases()) {
-    if (!is_decode_case(c) ||
-        detail::pruned_reason(c.dtype, detail::instantiated_head_dim(c.head_dim))[0] != '\0') {
-      continue;
-    }
-    ++checked;
-    FlexData data;
-    make_flex_data(c, &rng, &data);
-    if (::testing::Test::HasFatalFailure()) return;
-    EXPECT_GT(detail::sm80_flex_splits(detail::make_problem(data.params), device), 1) << c.name;
+  if (!for_each_decode_problem([&](const FlexCase& c, const detail::Problem& problem) {
+        EXPECT_GT(detail::sm80_flex_splits(problem, device), 1) << c.name;
+      })) {
+    GTEST_SKIP() << "this build has none of the decode cases' kernels";
   }
-  if (checked == 0) GTEST_SKIP() << "this build has none of the decode cases' kernels";
 }
 
 // The decode cases of one query row under GQA, with no BlockMask or one broadcast over heads, run
 // packed (a kv head's query heads as one tile's rows); the others do not.
 TEST(FlexSm80Splits, GqaDecodeCasesArePacked) {
   FLASHCORE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
-  int packed = 0, checked = 0;
-  for (const FlexCase& c : flex_cases()) {
-    if (!is_decode_case(c) ||
-        detail::pruned_reason(c.dtype, detail::instantiated_head_dim(c.head_dim))[0] != '\0') {
-      continue;
-    }
-    ++checked;
-    FlexData data;
-    make_flex_data(c, &rng, &data);
-    if (::testing::Test::HasFatalFailure()) return;
-    const bool expected = c.seqlen_q == 1 && c.heads_q > c.heads_kv &&
-                          (c.block_mask == BlockMaskKind::kNone || c.block_mask_broadcast);
-    EXPECT_EQ(detail::sm80_flex_packs_heads(detail::make_problem(data.params)), expected) << c.name;
-    packed += expected;
+  int packed = 0;
+  if (!for_each_decode_problem([&](const FlexCase& c, const detail::Problem& problem) {
+        const bool expected = c.seqlen_q == 1 && c.heads_q > c.heads_kv &&
+                              (c.block_mask == BlockMaskKind::kNone || c.block_mask_broadcast);
+        EXPECT_EQ(detail::sm80_flex_packs_heads(problem), expected) << c.name;
+        packed += expected;
+      })) {
+    GTEST_SKIP() << "this build has none of the decode cases' kernels";
   }
-  if (checked == 0) GTEST_SKIP() << "this build has none of the decode cases' kernels";
   EXPECT_GT(packed, 0);
 }
 
