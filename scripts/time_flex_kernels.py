@@ -4,8 +4,9 @@
 # bench/flex_lab.py draws them; 16 x 1024) and the dense kernel on the same shapes.
 # scripts/time_flex.py times one call between two events, so its rows include the Python
 # wrapper's host time (docs/flex.md, "Per-tile cost").
-# Run: python3 scripts/time_flex_kernels.py [sm80] [lengths]   (sm80: every call on the sm80 kernels
-# instead of auto's choice; lengths: also print the documents' lengths)
+# Run: python3 scripts/time_flex_kernels.py [sm80] [lengths] [--only NAME,NAME]   (sm80: every
+# call on the sm80 kernels instead of auto's choice; lengths: also print the documents' lengths;
+# --only: the rows whose names contain one of the NAMEs)
 import statistics
 import sys
 import torch
@@ -58,6 +59,20 @@ vl_rand, cu_rand, max_rand = packed(rand_lengths)
 vl_1k, cu_1k, _ = packed([1024] * 16)
 q16, k16, v16 = (torch.randn(1, 16384, H, D, dtype=torch.bfloat16, device="cuda") for _ in range(3))
 q1k, k1k, v1k = (torch.randn(16, 1024, H, D, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+# The lab's other barred shape (B1 H16 S16384, BHSD for flex) and its sliding window of 1024 keys,
+# as walked lists (what a torch BlockMask gives the flex kernel).
+L = 16384
+q16f, k16f, v16f = (x.transpose(1, 2) for x in (q16, k16, v16))
+causal16_bm = walked(flashcore.create_block_mask(mods.causal(), None, None, L, L))
+WINDOW = 1024
+sliding_bm = {n: walked(flashcore.create_block_mask(mods.sliding_window(WINDOW), None, None, n, n))
+              for n in (S, L)}
+
+
+def window_flops(n, batch):
+    """4·D per visible (query, key) pair of a causal window of WINDOW keys left of the diagonal."""
+    pairs = sum(min(i, WINDOW) + 1 for i in range(n))
+    return 4.0 * batch * H * pairs * D
 real_rand = sum(2.0 * H * n * n * D for n in rand_lengths)
 cases = [  # name, visible (real) FLOPs, fn
     ("dense causal B4 S4096", 2.0 * B * H * S * S * D,
@@ -90,7 +105,22 @@ cases = [  # name, visible (real) FLOPs, fn
      lambda: flashcore.attention(q1k, k1k, v1k, causal=True, backend=BACKEND)),
     ("dense causal B1 S16384", 2.0 * H * 16384 * 16384 * D,
      lambda: flashcore.attention(q16, k16, v16, causal=True, backend=BACKEND)),
+    ("flex causal BlockMask B1 S16384", 2.0 * H * L * L * D,
+     lambda: flashcore.flex_attention(q16f, k16f, v16f, block_mask=causal16_bm, backend=BACKEND)),
+    ("dense sliding 1024 B4 S4096", window_flops(S, B),
+     lambda: flashcore.attention(qs, ks, vs, causal=True, window=(WINDOW, 0), backend=BACKEND)),
+    ("flex sliding 1024 BlockMask B4 S4096", window_flops(S, B),
+     lambda: flashcore.flex_attention(q, k, v, block_mask=sliding_bm[S], backend=BACKEND)),
+    ("dense sliding 1024 B1 S16384", window_flops(L, 1),
+     lambda: flashcore.attention(q16, k16, v16, causal=True, window=(WINDOW, 0), backend=BACKEND)),
+    ("flex sliding 1024 BlockMask B1 S16384", window_flops(L, 1),
+     lambda: flashcore.flex_attention(q16f, k16f, v16f, block_mask=sliding_bm[L],
+                                      backend=BACKEND)),
 ]
+# Only the named rows (a substring of the name each), if any are given with --only.
+if "--only" in sys.argv:
+    wanted = sys.argv[sys.argv.index("--only") + 1].split(",")
+    cases = [c for c in cases if any(w in c[0] for w in wanted)]
 if "lengths" in sys.argv[1:]:
     print(len(rand_lengths), "documents", rand_lengths)
 for name, flops, fn in cases:

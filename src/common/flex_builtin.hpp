@@ -5,9 +5,9 @@
 // steps; with ALiBi, the per-element score_mod made the step's code 3,074 instructions (563
 // without) and drew 73%. So:
 //   - mask: the window's and prefix-LM's visible keys of a row are one range (prefix-LM's
-//     kv <= q + offset || kv < prefix is kv < max(q + offset + 1, prefix)), computed once per row;
-//     an element costs two compares against its constant column. Documents compare the row's id
-//     with the column's, each id loaded once per step.
+//     kv <= q + offset || kv < prefix is kv < max(q + offset + 1, prefix)), computed once per row
+//     and turned into the row's bits as runs, a few integer operations per row. Documents compare
+//     the row's id with the column's, each id loaded once per step.
 //   - score_mod: bound once per tile on sm90, per step on sm80 (ALiBi's slope loaded once, 32-bit
 //     distances), each part a pass over the fragment behind one uniform branch, softcap with
 //     tanh.approx as the dense kernel's softcap (common/score_scaling.hpp). It runs on every
@@ -44,27 +44,33 @@ struct FragmentPlace {
 
 // Bits as element_visibility's (bit (half * kNTiles + nt) * 2 + e of word mt) for a partial tile
 // of the built-in mask; rows or keys outside the sequences are hidden, and their ids never read.
-// The rows' ranges and ids come first (3 registers per row); then each column's id is loaded and
-// compared with every row's, so no array of column ids stays live (a first version that loaded
-// them all first spilled in sm80's hd128 kernel: 255 registers with O live).
-// The mask reads no head, so a packed tile's rows (all query row 0) see the same keys.
+// A row's window and prefix-LM leave it one range of visible keys [begin, end), so its bits are
+// runs: the thread's column nt * 8 + e lies in the range for the n tiles
+// [ceil((begin - e) / 8), ceil((end - e) / 8)), which are bits 2 * nt + e of a contiguous run. That
+// is a few integer operations per row instead of two compares and an insert per element (ncu on
+// the sm90 flex kernel, H200, sliding window 1024 at B4 H16 S4096: 872 instructions per warp on the
+// window's first key block against the dense kernel's 198). Documents then compare the row's id
+// with each column's, each column id loaded once per step, and clear the bits of other documents.
 template <int kMTiles, int kNTiles>
 __host__ __device__ __forceinline__ void builtin_visibility(const flex::BuiltinMask& mask,
                                                             const FragmentPlace& at,
                                                             uint32_t (&bits)[kMTiles]) {
   constexpr int kFragRows = 16, kFragCols = 8, kCols = kNTiles * kFragCols;
+  constexpr uint32_t kEvenBits = 0x55555555u;    // bit 2 * nt: column e = 0 of each n tile
   const int col0 = at.key0 + 2 * (at.lane % 4);  // the thread's first column
   const flex::DocumentMask& docs = mask.documents;
   const bool use_docs = docs.doc_ids_q != nullptr;
-  // Each row's visible keys [begin, end) relative to col0, clamped to the thread's columns.
-  int begin[kMTiles][2], end[kMTiles][2], doc_q[kMTiles][2];
+  int doc_q[kMTiles][2];
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
+    uint32_t word = 0;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = at.row0 + mt * kFragRows + at.lane / 4 + 8 * half;
       const int q = at.query_of(row);
-      begin[mt][half] = end[mt][half] = doc_q[mt][half] = 0;
+      // The row's visible keys [begin, end) relative to col0, clamped to the thread's columns.
+      int begin = 0, end = 0;
+      doc_q[mt][half] = 0;
       if (row < at.rows()) {
         int64_t first = mask.window.first_key(q);
         int64_t last = mask.window.end_key(q);  // one past; already <= seqlen_k
@@ -77,33 +83,48 @@ __host__ __device__ __forceinline__ void builtin_visibility(const flex::BuiltinM
         if (last > at.seqlen_k) last = at.seqlen_k;
         first -= col0;
         last -= col0;
-        begin[mt][half] = static_cast<int>(first < 0 ? 0 : (first > kCols ? kCols : first));
-        end[mt][half] = static_cast<int>(last < 0 ? 0 : (last > kCols ? kCols : last));
+        begin = static_cast<int>(first < 0 ? 0 : (first > kCols ? kCols : first));
+        end = static_cast<int>(last < 0 ? 0 : (last > kCols ? kCols : last));
         if (use_docs) doc_q[mt][half] = docs.doc_ids_q[at.b * docs.batch_stride_q + q];
       }
-    }
-  }
-  const int32_t* ids_k = docs.doc_ids_k + at.b * docs.batch_stride_k;
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) bits[mt] = 0;
+      for (int e = 0; e < 2; ++e) {
+        // begin, end >= 0, so these divisions round up as ceil does.
+        const int first_tile = (begin - e + kFragCols - 1) / kFragCols;
+        int end_tile = (end - e + kFragCols - 1) / kFragCols;
+        end_tile = end_tile > first_tile ? end_tile : first_tile;  // an empty row
+        const uint32_t run = (1u << (2 * end_tile)) - (1u << (2 * first_tile));
+        word |= (run & (kEvenBits << e)) << (half * kNTiles * 2);
+      }
+    }
+    bits[mt] = word;
+  }
+  if (!use_docs) return;
+  // Each column's id is loaded and compared with every row's, so no array of column ids stays
+  // live (a first version that loaded them all first spilled in sm80's hd128 kernel: 255
+  // registers with O live). Columns past the keys are hidden by the ranges already.
+  const int32_t* ids_k = docs.doc_ids_k + at.b * docs.batch_stride_k;
+  uint32_t same[kMTiles];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) same[mt] = 0;
 #pragma unroll
   for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int col = nt * kFragCols + e;
-      const int kv = col0 + col;
-      const int doc_k = use_docs && kv < at.seqlen_k ? ids_k[kv] : 0;
+      const int kv = col0 + nt * kFragCols + e;
+      const int doc_k = kv < at.seqlen_k ? ids_k[kv] : 0;
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          bool visible = (col >= begin[mt][half]) & (col < end[mt][half]);
-          if (use_docs) visible &= doc_q[mt][half] == doc_k;
-          bits[mt] |= static_cast<uint32_t>(visible) << ((half * kNTiles + nt) * 2 + e);
+          same[mt] |= static_cast<uint32_t>(doc_q[mt][half] == doc_k)
+                      << ((half * kNTiles + nt) * 2 + e);
         }
       }
     }
   }
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) bits[mt] &= same[mt];
 }
 
 // The built-in score_mod bound to one head of one sequence (with_seqlens already applied):

@@ -141,6 +141,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Epilogue<Traits>::store_empty_rows(out, tile, seq.seqlen_q,
                                          sinks ? fp.flex.sinks.logit(h) : -INFINITY, mma.warpgroup,
                                          thread);
+      // The producer loaded Q before it knew the walk was empty (flex_load.hpp): wait for the
+      // load to land, so the stage's barrier phases stay paired, and free the stage unread.
+      pipeline_q.consumer_wait(read_q);
+      smem.base.pipeline_q.empty_barrier_[read_q.index()].arrive();
+      ++read_q;
       continue;
     }
 

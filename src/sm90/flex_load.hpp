@@ -1,9 +1,9 @@
 // The flex kernel's producer: the dense producer's TMA rings (mainloop_load.hpp) fed from a block
-// walk (common/block_walk.hpp) instead of a contiguous range. Per tile it loads Q once, then K and
-// V of each step of the walk, and leaves with each K stage a step record (FlexStep) saying which
-// key tile it holds and how the consumers mask it; the tile's number of steps goes with its index
-// through the tile ring. The consumers never walk the lists themselves, so both sides agree on the
-// sequence by construction.
+// walk (common/block_walk.hpp) instead of a contiguous range. Per tile it loads Q once (before it
+// builds the walk), then K and V of each step of the walk, and leaves with each K stage a step
+// record (FlexStep) saying which key tile it holds and how the consumers mask it; the tile's number
+// of steps goes with its index through the tile ring. The consumers never walk the lists
+// themselves, so both sides agree on the sequence by construction.
 //
 // Varlen: the descriptors describe the packed tensors (batch 1, every row); a sequence's tiles
 // start at its first row (domain_offset). A tile that runs past the sequence reads the next
@@ -233,6 +233,23 @@ struct FlexLoad {
         using TileWalk = detail::KvTileWalk<kPaired ? FlexHalfTma<Traits>::kKeys : Traits::kBlockN>;
         static_assert(sizeof(TileWalk) == sizeof(Walk));
         TileWalk& walk = *reinterpret_cast<TileWalk*>(smem.walk);
+        // Q first: it depends on the tile alone, so its load runs under the walk's dependent
+        // global reads (the BlockMask's counts, then its first step records) instead of after
+        // them. Every tile with rows loads it, and the consumers release it even when the walk
+        // is empty.
+        const int tma_b = varlen ? 0 : tile.batch;
+        Tensor gQ =
+            local_tile(domain_offset(make_coord(seq.q_start, _0{}), mQ(_, _, tile.head, tma_b)),
+                       select<0, 2>(TileShape{}), make_coord(tile.m_block, _0{}));
+        auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                     group_modes<0, 2>(gQ));
+        pipeline_q.producer_acquire(write_q);
+        if (issuer) {
+          copy(params.tma_q.with(*pipeline_q.producer_get_barrier(write_q), 0), get<0>(q_views),
+               get<1>(q_views)(_, write_q.index()));
+        }
+        ++write_q;
+
         __syncwarp();  // every lane is done with the previous tile's walk
         if (threadIdx.x % 32 == 0) {
           new (&walk) TileWalk(flex_walk < kPaired ? FlexHalfTma<Traits>::kKeys
@@ -241,21 +258,15 @@ struct FlexLoad {
         __syncwarp();
         const int num_steps = kPaired ? paired_count(walk) : walk.count();
         TileRing::publish(smem.base.tiles, cursor.taken, tile_index, num_steps);
-        if (num_steps == 0) return;  // the consumers write O = 0 without waiting for anything
+        if (num_steps == 0) return;  // the consumers release Q and write O = 0
 
-        const int tma_b = varlen ? 0 : tile.batch;
         const int kv_head = tile.head / a.kv_group;
-        Tensor gQ =
-            local_tile(domain_offset(make_coord(seq.q_start, _0{}), mQ(_, _, tile.head, tma_b)),
-                       select<0, 2>(TileShape{}), make_coord(tile.m_block, _0{}));
         Tensor gK =
             local_tile(domain_offset(make_coord(seq.k_start, _0{}), mK(_, _, kv_head, tma_b)),
                        select<1, 2>(TileShape{}), make_coord(_, _0{}));
         Tensor gV =
             local_tile(domain_offset(make_coord(seq.k_start, _0{}), mV(_, _, kv_head, tma_b)),
                        select<1, 2>(TileShape{}), make_coord(_, _0{}));
-        auto q_views = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ),
-                                     group_modes<0, 2>(gQ));
         auto k_views = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK),
                                      group_modes<0, 2>(gK));
         auto v_views = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV),
@@ -344,17 +355,8 @@ struct FlexLoad {
           ++write_v;
         };
 
-        int2 step = record_of(0);
-        load_k(step);
-        pipeline_q.producer_acquire(write_q);
-        if (issuer) {
-          copy(params.tma_q.with(*pipeline_q.producer_get_barrier(write_q), 0), get<0>(q_views),
-               get<1>(q_views)(_, write_q.index()));
-        }
-        ++write_q;
-        load_v(step);
-        for (int i = 1; i < num_steps; ++i) {
-          step = record_of(i);
+        for (int i = 0; i < num_steps; ++i) {
+          const int2 step = record_of(i);
           load_k(step);
           load_v(step);
         }

@@ -78,6 +78,7 @@ TEST(FlexBuiltin, VisibilityMatchesTheMaskOnEveryElement) {
         const FragmentPlace at{b, 0, row0, key0, seqlen_q, seqlen_k, lane};
         expect_bits_match<1, 8>(bound, at);  // sm90: a warpgroup's 64-key half
         expect_bits_match<2, 8>(bound, at);  // sm80: a warp's two m16 tiles
+        expect_bits_match<2, 4>(bound, at);  // a 32-key tile: runs end inside the word
         if (HasFatalFailure()) return;
       }
     }
