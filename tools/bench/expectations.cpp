@@ -1,7 +1,8 @@
 #include "expectations.hpp"
 
-#include <cstdio>
 #include <optional>
+
+#include "number_format.hpp"
 
 namespace flashcore::bench {
 namespace {
@@ -31,12 +32,6 @@ bool read_thresholds(const Json& object, const std::string& where, Thresholds* t
   return read_threshold(object, "min_speedup_over_baseline", where, &t->min_speedup, error) &&
          read_threshold(object, "min_ratio_vs_cudnn", where, &t->min_ratio_cudnn, error) &&
          read_threshold(object, "max_p50_us", where, &t->max_p50_us, error);
-}
-
-std::string fmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g", v);
-  return buf;
 }
 
 }  // namespace
@@ -84,16 +79,18 @@ bool check_expectations(const std::vector<Result>& results, const Json& expectat
       }
       if (r.outcome != Outcome::kOk) continue;
       if (t.min_speedup && r.speedup_vs_baseline && *r.speedup_vs_baseline < *t.min_speedup) {
-        regressions->push_back(who + ": speedup over baseline " + fmt(*r.speedup_vs_baseline) +
-                               "x < min " + fmt(*t.min_speedup) + "x");
+        regressions->push_back(who + ": speedup over baseline " +
+                               significant_digits(*r.speedup_vs_baseline, 3) + "x < min " +
+                               significant_digits(*t.min_speedup, 3) + "x");
       }
       if (t.min_ratio_cudnn && r.ratio_vs_cudnn && *r.ratio_vs_cudnn < *t.min_ratio_cudnn) {
-        regressions->push_back(who + ": ratio vs cuDNN " + fmt(*r.ratio_vs_cudnn) + " < min " +
-                               fmt(*t.min_ratio_cudnn));
+        regressions->push_back(who + ": ratio vs cuDNN " +
+                               significant_digits(*r.ratio_vs_cudnn, 3) + " < min " +
+                               significant_digits(*t.min_ratio_cudnn, 3));
       }
       if (t.max_p50_us && r.timing && r.timing->p50_us > *t.max_p50_us) {
-        regressions->push_back(who + ": p50 " + fmt(r.timing->p50_us) + " us > max " +
-                               fmt(*t.max_p50_us) + " us");
+        regressions->push_back(who + ": p50 " + significant_digits(r.timing->p50_us, 3) +
+                               " us > max " + significant_digits(*t.max_p50_us, 3) + " us");
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "number_format.hpp"
 #include "report_series.hpp"
 #include "subprocess.hpp"
 #include "success_criteria.hpp"
@@ -17,12 +18,6 @@ namespace {
 
 // Worst robustness rows the summary lists.
 constexpr size_t kWorstRows = 10;
-
-std::string fmt(const char* format, double v) {
-  char buf[48];
-  std::snprintf(buf, sizeof(buf), format, v);
-  return buf;
-}
 
 bool read_text(const std::string& path, std::string* text) {
   std::ifstream in(path, std::ios::binary);
@@ -71,9 +66,9 @@ void comparison_section(const std::map<std::string, std::vector<Timed>>& timed, 
   for (const auto& [label, at] : timed) {
     const Timed* ours = best_of(at, Family::kFlashcore);
     for (const Timed& x : at) {
-      t.rows.push_back({label, x.name, "`" + x.source + "`", fmt("%.2f", x.p50_us),
-                        fmt("%.2f", x.p90_us), fmt("%.1f", x.tflops),
-                        ours != nullptr ? fmt("%.2fx", x.p50_us / ours->p50_us) : "-"});
+      t.rows.push_back({label, x.name, "`" + x.source + "`", format_number("%.2f", x.p50_us),
+                        format_number("%.2f", x.p90_us), format_number("%.1f", x.tflops),
+                        ours != nullptr ? format_number("%.2fx", x.p50_us / ours->p50_us) : "-"});
     }
   }
   if (t.rows.empty()) {
@@ -108,13 +103,15 @@ void journey_section(const std::map<std::string, std::vector<Timed>>& timed, Doc
     Table t{{"step", "implementation", "p50 us", "TFLOP/s", "speedup over " + steps.front()->name},
             {}};
     for (const Timed* s : steps) {
-      t.rows.push_back({s->provider, s->name, fmt("%.2f", s->p50_us), fmt("%.1f", s->tflops),
-                        fmt("%.2fx", start_us / s->p50_us)});
+      t.rows.push_back({s->provider, s->name, format_number("%.2f", s->p50_us),
+                        format_number("%.1f", s->tflops),
+                        format_number("%.2fx", start_us / s->p50_us)});
     }
     for (const auto& [family, step] : peers) {
       if (const Timed* p = best_of(at, family)) {
-        t.rows.push_back({std::string(step) + " (peer)", p->name, fmt("%.2f", p->p50_us),
-                          fmt("%.1f", p->tflops), fmt("%.2fx", start_us / p->p50_us)});
+        t.rows.push_back({std::string(step) + " (peer)", p->name, format_number("%.2f", p->p50_us),
+                          format_number("%.1f", p->tflops),
+                          format_number("%.2fx", start_us / p->p50_us)});
       }
     }
     doc->paragraph("**" + label + "**");
@@ -140,7 +137,7 @@ void criteria_section(const ReportInputs& in,
 
 std::string metric_cell(const KernelProfile& k, const char* key, const char* format) {
   const auto it = k.metrics.find(key);
-  return it == k.metrics.end() ? "-" : fmt(format, it->second.value);
+  return it == k.metrics.end() ? "-" : format_number(format, it->second.value);
 }
 
 void profile_section(const ReportInputs& in, Document* doc) {
@@ -174,9 +171,9 @@ void profile_section(const ReportInputs& in, Document* doc) {
            metric_cell(*k, "smem_per_cta_bytes", "%.0f"),
            metric_cell(*k, "local_memory_bytes", "%.0f"),
            metric_cell(*k, "smem_bank_conflicts", "%.0f"),
-           k->stalls.empty()
-               ? "-"
-               : k->stalls.front().reason + " " + fmt("%.2f", k->stalls.front().cycles_per_issue)});
+           k->stalls.empty() ? "-"
+                             : k->stalls.front().reason + " " +
+                                   format_number("%.2f", k->stalls.front().cycles_per_issue)});
     }
     for (const std::string& m : profile_misses(p)) misses.push_back(m);
   }
@@ -216,7 +213,7 @@ void robust_section(const ReportInputs& in, Document* doc) {
         if (x->ran && x->tolerance > 0) worst = std::max(worst, x->stats.rel_l2 / x->tolerance);
       }
       per.rows.push_back({provider, std::to_string(passed), std::to_string(failed),
-                          std::to_string(rejected), fmt("%.2f", worst)});
+                          std::to_string(rejected), format_number("%.2f", worst)});
     }
     doc->table(per);
     std::vector<RobustResult> sorted = r.results;
@@ -228,7 +225,7 @@ void robust_section(const ReportInputs& in, Document* doc) {
       worst.rows.push_back(
           {x.provider, x.cell.name(),
            std::string(robust_status_name(x.status)) + (x.reason.empty() ? "" : ": " + x.reason),
-           fmt("%.2e", x.stats.rel_l2), std::to_string(x.stats.nan_count),
+           format_number("%.2e", x.stats.rel_l2), std::to_string(x.stats.nan_count),
            std::to_string(x.stats.inf_count)});
     }
     doc->paragraph("Worst measured results:");

@@ -1,25 +1,20 @@
 #include "profile_report.hpp"
 
-#include <cstdio>
 #include <sstream>
 
+#include "number_format.hpp"
 #include "report_json.hpp"
 
 namespace flashcore::bench {
 namespace {
 
-std::string fmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.4g", v);
-  return buf;
-}
-
 std::string verdict_line(const ProfileEntry& e, const ThresholdVerdict& v) {
   const std::string where = e.target + " [" + e.c.label() + "]: " + v.key + " ";
   if (!v.value)
-    return where + "not collected (bound " + (v.is_min ? ">= " : "<= ") + fmt(v.bound) + ")";
-  return where + fmt(*v.value) + (v.is_min ? " < min " : " > max ") + fmt(v.bound) + " (" +
-         v.metric + ")";
+    return where + "not collected (bound " + (v.is_min ? ">= " : "<= ") +
+           significant_digits(v.bound, 4) + ")";
+  return where + significant_digits(*v.value, 4) + (v.is_min ? " < min " : " > max ") +
+         significant_digits(v.bound, 4) + " (" + v.metric + ")";
 }
 
 Json kernel_to_json(const KernelProfile& k) {
@@ -76,9 +71,7 @@ KernelProfile kernel_from_json(const Json& j) {
 std::string cell(const KernelProfile& k, const char* key) {
   const auto it = k.metrics.find(key);
   if (it == k.metrics.end()) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), it->second.value >= 1000 ? "%.0f" : "%.3g", it->second.value);
-  return buf;
+  return format_number(it->second.value >= 1000 ? "%.0f" : "%.3g", it->second.value);
 }
 
 }  // namespace
@@ -221,7 +214,8 @@ std::string render_profile_markdown(const ProfileRecord& record) {
       for (const ProfileMetric& m : profile_metrics()) out << " " << cell(k, m.key) << " |";
       std::string stalls;
       for (const StallReason& s : k.stalls) {
-        stalls += (stalls.empty() ? "" : ", ") + s.reason + " " + fmt(s.cycles_per_issue);
+        stalls += (stalls.empty() ? "" : ", ") + s.reason + " " +
+                  significant_digits(s.cycles_per_issue, 4);
       }
       out << " " << (stalls.empty() ? "-" : stalls) << " |\n";
     }
@@ -254,8 +248,8 @@ std::string render_profile_markdown(const ProfileRecord& record) {
   for (const ProfileEntry& e : record.entries) {
     for (const ThresholdVerdict& v : e.verdicts) {
       out << "| " << e.target << " | " << e.c.label() << " | " << v.key << " | "
-          << (v.is_min ? ">= " : "<= ") << fmt(v.bound) << " | "
-          << (v.value ? fmt(*v.value) : "not collected") << " | "
+          << (v.is_min ? ">= " : "<= ") << significant_digits(v.bound, 4) << " | "
+          << (v.value ? significant_digits(*v.value, 4) : "not collected") << " | "
           << (v.passed ? "PASS" : "**MISS**") << " |\n";
     }
   }

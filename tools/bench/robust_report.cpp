@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "number_format.hpp"
 #include "report_json.hpp"
 
 namespace flashcore::bench {
@@ -28,12 +29,6 @@ int rank(const RobustResult& r) {
 
 double badness(const RobustResult& r) {
   return r.tolerance > 0 ? r.stats.rel_l2 / r.tolerance : r.stats.rel_l2;
-}
-
-std::string fmt(const char* format, double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), format, v);
-  return buf;
 }
 
 bool parse_status(const std::string& name, RobustStatus* s) {
@@ -318,10 +313,11 @@ std::string render_robust_markdown(const RobustRecord& record) {
         << r.cell.c.label() << " | " << status_cell(r) << " | "
         << (r.reference.empty() ? "-" : r.reference) << " | ";
     if (r.ran) {
-      out << fmt("%.2e", r.stats.rel_l2) << " | "
-          << fmt("%.2f", r.tolerance > 0 ? r.stats.rel_l2 / r.tolerance : 0) << " | "
-          << fmt("%.3g", r.stats.max_abs) << " | " << fmt("%.3g", r.stats.max_ref) << " | "
-          << r.stats.nan_count << " | " << r.stats.inf_count << " |\n";
+      out << format_number("%.2e", r.stats.rel_l2) << " | "
+          << format_number("%.2f", r.tolerance > 0 ? r.stats.rel_l2 / r.tolerance : 0) << " | "
+          << format_number("%.3g", r.stats.max_abs) << " | "
+          << format_number("%.3g", r.stats.max_ref) << " | " << r.stats.nan_count << " | "
+          << r.stats.inf_count << " |\n";
     } else {
       out << "- | - | - | - | - | - |\n";
     }

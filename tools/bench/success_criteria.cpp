@@ -1,15 +1,9 @@
 #include "success_criteria.hpp"
 
-#include <cstdio>
+#include "number_format.hpp"
 
 namespace flashcore::bench {
 namespace {
-
-std::string fmt(const char* format, double v) {
-  char buf[48];
-  std::snprintf(buf, sizeof(buf), format, v);
-  return buf;
-}
 
 bool is_canonical(const std::string& label) {
   return label.rfind(std::string(kCanonicalShape) + "_", 0) == 0 &&
@@ -33,8 +27,8 @@ Criterion over_sdpa(const std::map<std::string, std::vector<Timed>>& timed) {
     const double margin = sdpa->p50_us / ours->p50_us;
     if (margin >= kMinMarginOverSdpa) {
       ++held;
-      shapes +=
-          (shapes.empty() ? "" : ", ") + label + " " + fmt("%.2fx", margin) + " vs " + sdpa->name;
+      shapes += (shapes.empty() ? "" : ", ") + label + " " + format_number("%.2fx", margin) +
+                " vs " + sdpa->name;
     }
   }
   if (compared == 0) {
@@ -63,8 +57,9 @@ Criterion over_scalar(const std::map<std::string, std::vector<Timed>>& timed) {
     if (best == nullptr || scalar == nullptr) continue;
     const double speedup = scalar->p50_us / best->p50_us;
     c.verdict = speedup >= kMinSpeedupOverScalar ? Verdict::kHeld : Verdict::kMissed;
-    c.evidence = label + ": " + best->name + " " + fmt("%.2f us", best->p50_us) + " vs scalar " +
-                 fmt("%.2f us", scalar->p50_us) + " = " + fmt("%.1fx", speedup);
+    c.evidence = label + ": " + best->name + " " + format_number("%.2f us", best->p50_us) +
+                 " vs scalar " + format_number("%.2f us", scalar->p50_us) + " = " +
+                 format_number("%.1fx", speedup);
     return c;
   }
   return c;
@@ -79,8 +74,8 @@ Criterion canonical_latency(const std::map<std::string, std::vector<Timed>>& tim
     if (!is_canonical(label) || best == nullptr) continue;
     const bool held = best->p50_us < kCanonicalMaxP50Us && best->p90_us < kCanonicalMaxP90Us;
     c.verdict = held ? Verdict::kHeld : Verdict::kMissed;
-    c.evidence = label + ": " + best->name + " p50 " + fmt("%.2f", best->p50_us) + " us, p90 " +
-                 fmt("%.2f", best->p90_us) + " us";
+    c.evidence = label + ": " + best->name + " p50 " + format_number("%.2f", best->p50_us) +
+                 " us, p90 " + format_number("%.2f", best->p90_us) + " us";
     return c;
   }
   return c;
@@ -124,7 +119,7 @@ Criterion no_spills(const std::vector<ProfileRecord>& profiles) {
         ++kernels;
         if (it->second.value > 0) {
           spilling += (spilling.empty() ? "" : "; ") + e.provider + " " + e.c.label() + " " +
-                      fmt("%.0f B", it->second.value);
+                      format_number("%.0f B", it->second.value);
         }
       }
     }
@@ -153,8 +148,8 @@ Criterion decode_profile(const std::vector<ProfileRecord>& profiles) {
       all = all && busy->second.value >= kDecodeMinSmBusyPct &&
             dram->second.value >= kDecodeMinDramPct;
       evidence += (evidence.empty() ? "" : "; ") + e.target + " (" + e.provider + ") " +
-                  e.c.label() + ": SM busy " + fmt("%.1f%%", busy->second.value) + ", DRAM " +
-                  fmt("%.1f%%", dram->second.value);
+                  e.c.label() + ": SM busy " + format_number("%.1f%%", busy->second.value) +
+                  ", DRAM " + format_number("%.1f%%", dram->second.value);
     }
   }
   if (!any) return c;
