@@ -25,6 +25,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -44,10 +45,24 @@ CHAPTER = "peers"
 # budget, graph replay below 200 us with ~2 ms per replay) and tools/bench/case_data.cpp (input sets
 # rotated so that the working set is twice the L2, within a quarter of the free memory).
 WARMUP_MS, BUDGET_MS, MIN_SAMPLES, MAX_SAMPLES = 20.0, 100.0, 10, 500
+WARM_GPU_S = 3.0  # warm_gpu: load before a run's first timed row
 GRAPH_BELOW_US, TARGET_SAMPLE_US, MAX_LAUNCHES_PER_SAMPLE = 200.0, 2000.0, 1000
 WORKING_SET_OVER_L2, MAX_SETS, MAX_FREE_FRACTION_FOR_SETS = 2.0, 64, 0.25
 PARITY_TOLERANCE = {"bf16": 1e-2, "fp16": 5e-3}  # rel L2 against flashcore: reference/tolerance.hpp
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def warm_gpu(seconds=WARM_GPU_S):
+    """Dense bf16 matmuls for `seconds` before the first timed row: time_fn's 20 ms warm-up is per
+    workload and leaves an idle GPU's clocks and power still ramping, so the first rows of a run
+    timed slower than the same kernel later in it (flex_lab's no-mods row: 1.038x its dense twin,
+    the same kernel)."""
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for _ in range(10):
+            a @ a
+        torch.cuda.synchronize()
 
 
 def input_sets(case):
