@@ -51,6 +51,7 @@ struct FragmentPlace {
 // the sm90 flex kernel, H200, sliding window 1024 at B4 H16 S4096: 872 instructions per warp on the
 // window's first key block against the dense kernel's 198). Documents then compare the row's id
 // with each column's, each column id loaded once per step, and clear the bits of other documents.
+// The mask reads no head, so a packed tile's rows (all query row 0) see the same keys.
 template <int kMTiles, int kNTiles>
 __host__ __device__ __forceinline__ void builtin_visibility(const flex::BuiltinMask& mask,
                                                             const FragmentPlace& at,
