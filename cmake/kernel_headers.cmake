@@ -60,9 +60,26 @@ set(FLASHCORE_KERNEL_HEADERS
 set(FLASHCORE_KERNELS_INCLUDE_SUBDIR "flashcore/kernels")
 set(FLASHCORE_CUTLASS_INCLUDE_SUBDIR "flashcore/cutlass")
 
+# Fails the configure when a listed header includes a header of src_dir that the list misses: the
+# install tree would then break only where a program compiles that header (the sm90 kernels, which
+# CI's consumer build for sm_80 does not compile, or the JIT on a GPU machine).
+function(flashcore_check_kernel_headers src_dir)
+  foreach(header IN LISTS FLASHCORE_KERNEL_HEADERS)
+    file(STRINGS "${src_dir}/${header}" includes REGEX "^#include \"[^\"]+\"")
+    foreach(line IN LISTS includes)
+      string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" included "${line}")
+      if(EXISTS "${src_dir}/${included}" AND NOT included IN_LIST FLASHCORE_KERNEL_HEADERS)
+        message(FATAL_ERROR "${header} includes ${included}, which cmake/kernel_headers.cmake "
+                            "does not list: the installed kernel headers would not compile")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+
 # Installs the kernel headers from src_dir (flashcore's src/) and the CuTe / CUTLASS headers from
 # cutlass_include (with its license) under destination (an include directory), in component.
 function(flashcore_install_kernel_headers src_dir cutlass_include destination component)
+  flashcore_check_kernel_headers("${src_dir}")
   foreach(header IN LISTS FLASHCORE_KERNEL_HEADERS)
     get_filename_component(subdir "${header}" DIRECTORY)
     install(FILES "${src_dir}/${header}"

@@ -137,6 +137,21 @@ std::vector<FlexCase> sm90_block_cases() {
     f.window_left = 200, f.window_right = 30, f.doc_span = 40, f.bias_distance = 64;
     f.seqlen_q = f.seqlen_k = 640, f.heads_q = 2;
   }));
+  // Walks of more than one chunk of step records (flex_load.hpp reads them 32 steps at a time, a
+  // step per lane): a dense walk, a BlockMask of 128-key blocks and one of 64-key pairs, with
+  // score_mods that read kv_idx so that a step loaded from the wrong key tile shows. The other
+  // cases' walks fit one chunk.
+  cases.push_back(make_flex_case("long_walk_dense_alibi", [](FlexCase& f) {
+    f.alibi = true, f.seqlen_q = 130, f.seqlen_k = 9000;
+  }));
+  cases.push_back(make_flex_case("long_walk_kv128_block_mask_bias_gqa", [](FlexCase& f) {
+    f.block_mask = BlockMaskKind::kFromMask, f.bias_distance = 700;
+    f.seqlen_q = 200, f.seqlen_k = 4500, f.heads_q = 4, f.heads_kv = 2;
+  }));
+  cases.push_back(make_flex_case("long_walk_kv64_pairs_random_alibi_fp16", [](FlexCase& f) {
+    f.dtype = DType::kFloat16, f.block_mask = BlockMaskKind::kRandom, f.kv_block = 64;
+    f.alibi = true, f.seqlen_q = 256, f.seqlen_k = 9000;
+  }));
   for (FlexCase& c : cases) c.backend = Backend::kSm90;
   return cases;
 }
