@@ -43,19 +43,21 @@ struct FragmentPlace {
 };
 
 // Bits as element_visibility's (bit (half * kNTiles + nt) * 2 + e of word mt) for a partial tile
-// of the built-in mask; rows or keys outside the sequences are hidden, and their ids never read.
+// of the built-in mask, for kSpans consecutive spans of kNTiles * 8 keys from at.key0 (word mt of
+// span s is bits[s][mt]); rows or keys outside the sequences are hidden, and their ids never read.
 // A row's window and prefix-LM leave it one range of visible keys [begin, end), so its bits are
 // runs: the thread's column nt * 8 + e lies in the range for the n tiles
 // [ceil((begin - e) / 8), ceil((end - e) / 8)), which are bits 2 * nt + e of a contiguous run. That
 // is a few integer operations per row instead of two compares and an insert per element (ncu on
 // the sm90 flex kernel, H200, sliding window 1024 at B4 H16 S4096: 872 instructions per warp on the
-// window's first key block against the dense kernel's 198). Documents then compare the row's id
-// with each column's, each column id loaded once per step, and clear the bits of other documents.
-// The mask reads no head, so a packed tile's rows (all query row 0) see the same keys.
-template <int kMTiles, int kNTiles>
-__host__ __device__ __forceinline__ void builtin_visibility(const flex::BuiltinMask& mask,
-                                                            const FragmentPlace& at,
-                                                            uint32_t (&bits)[kMTiles]) {
+// window's first key block against the dense kernel's 198). The row's range is worked out once
+// for all spans (sm90's key tile is two 64-key spans, each a visibility word). Documents then
+// compare the row's id with each column's, each column id loaded once per step, and clear the
+// bits of other documents. The mask reads no head, so a packed tile's rows (all query row 0) see
+// the same keys.
+template <int kMTiles, int kNTiles, int kSpans>
+__host__ __device__ __forceinline__ void builtin_visibility_spans(
+    const flex::BuiltinMask& mask, const FragmentPlace& at, uint32_t (&bits)[kSpans][kMTiles]) {
   constexpr int kFragRows = 16, kFragCols = 8, kCols = kNTiles * kFragCols;
   constexpr uint32_t kEvenBits = 0x55555555u;    // bit 2 * nt: column e = 0 of each n tile
   const int col0 = at.key0 + 2 * (at.lane % 4);  // the thread's first column
@@ -64,68 +66,91 @@ __host__ __device__ __forceinline__ void builtin_visibility(const flex::BuiltinM
   int doc_q[kMTiles][2];
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
-    uint32_t word = 0;
+    uint32_t words[kSpans];
+#pragma unroll
+    for (int span = 0; span < kSpans; ++span) words[span] = 0;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = at.row0 + mt * kFragRows + at.lane / 4 + 8 * half;
       const int q = at.query_of(row);
-      // The row's visible keys [begin, end) relative to col0, clamped to the thread's columns.
-      int begin = 0, end = 0;
+      // The row's visible keys [first, last) relative to col0. Both ends lie in [0, seqlen_k]
+      // before col0 is taken off, so the differences fit an int.
+      int first = 0, last = 0;
       doc_q[mt][half] = 0;
       if (row < at.rows()) {
-        int64_t first = mask.window.first_key(q);
-        int64_t last = mask.window.end_key(q);  // one past; already <= seqlen_k
+        const int64_t first_key = mask.window.first_key(q);
+        int64_t end_key = mask.window.end_key(q);  // one past; already <= seqlen_k
         if (mask.use_prefix_lm) {
           const int64_t causal_end = q + mask.prefix_lm.causal_offset + 1;
           const int64_t prefix = mask.prefix_lm.prefix(at.b);
           const int64_t prefix_end = causal_end > prefix ? causal_end : prefix;
-          last = last < prefix_end ? last : prefix_end;
+          end_key = end_key < prefix_end ? end_key : prefix_end;
         }
-        if (last > at.seqlen_k) last = at.seqlen_k;
-        first -= col0;
-        last -= col0;
-        begin = static_cast<int>(first < 0 ? 0 : (first > kCols ? kCols : first));
-        end = static_cast<int>(last < 0 ? 0 : (last > kCols ? kCols : last));
+        if (end_key > at.seqlen_k) end_key = at.seqlen_k;
+        first = static_cast<int>(first_key - col0);
+        last = static_cast<int>(end_key - col0);
         if (use_docs) doc_q[mt][half] = docs.doc_ids_q[at.b * docs.batch_stride_q + q];
       }
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        // begin, end >= 0, so these divisions round up as ceil does.
-        const int first_tile = (begin - e + kFragCols - 1) / kFragCols;
-        int end_tile = (end - e + kFragCols - 1) / kFragCols;
-        end_tile = end_tile > first_tile ? end_tile : first_tile;  // an empty row
-        const uint32_t run = (1u << (2 * end_tile)) - (1u << (2 * first_tile));
-        word |= (run & (kEvenBits << e)) << (half * kNTiles * 2);
+      for (int span = 0; span < kSpans; ++span) {
+        // The range clamped to the span's columns.
+        const auto clamp = [](int x) { return x < 0 ? 0 : (x > kCols ? kCols : x); };
+        const int begin = clamp(first - span * kCols);
+        const int end = clamp(last - span * kCols);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          // begin, end >= 0, so these divisions round up as ceil does.
+          const int first_tile = (begin - e + kFragCols - 1) / kFragCols;
+          int end_tile = (end - e + kFragCols - 1) / kFragCols;
+          end_tile = end_tile > first_tile ? end_tile : first_tile;  // an empty row
+          const uint32_t run = (1u << (2 * end_tile)) - (1u << (2 * first_tile));
+          words[span] |= (run & (kEvenBits << e)) << (half * kNTiles * 2);
+        }
       }
     }
-    bits[mt] = word;
+#pragma unroll
+    for (int span = 0; span < kSpans; ++span) bits[span][mt] = words[span];
   }
   if (!use_docs) return;
   // Each column's id is loaded and compared with every row's, so no array of column ids stays
   // live (a first version that loaded them all first spilled in sm80's hd128 kernel: 255
   // registers with O live). Columns past the keys are hidden by the ranges already.
   const int32_t* ids_k = docs.doc_ids_k + at.b * docs.batch_stride_k;
-  uint32_t same[kMTiles];
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) same[mt] = 0;
+  for (int span = 0; span < kSpans; ++span) {
+    uint32_t same[kMTiles];
 #pragma unroll
-  for (int nt = 0; nt < kNTiles; ++nt) {
+    for (int mt = 0; mt < kMTiles; ++mt) same[mt] = 0;
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int kv = col0 + nt * kFragCols + e;
-      const int doc_k = kv < at.seqlen_k ? ids_k[kv] : 0;
+    for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
+      for (int e = 0; e < 2; ++e) {
+        const int kv = col0 + span * kCols + nt * kFragCols + e;
+        const int doc_k = kv < at.seqlen_k ? ids_k[kv] : 0;
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          same[mt] |= static_cast<uint32_t>(doc_q[mt][half] == doc_k)
-                      << ((half * kNTiles + nt) * 2 + e);
+        for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            same[mt] |= static_cast<uint32_t>(doc_q[mt][half] == doc_k)
+                        << ((half * kNTiles + nt) * 2 + e);
+          }
         }
       }
     }
-  }
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) bits[mt] &= same[mt];
+    for (int mt = 0; mt < kMTiles; ++mt) bits[span][mt] &= same[mt];
+  }
+}
+
+// One span: the tile's kNTiles * 8 keys from at.key0.
+template <int kMTiles, int kNTiles>
+__host__ __device__ __forceinline__ void builtin_visibility(const flex::BuiltinMask& mask,
+                                                            const FragmentPlace& at,
+                                                            uint32_t (&bits)[kMTiles]) {
+  uint32_t span[1][kMTiles];
+  builtin_visibility_spans<kMTiles, kNTiles, 1>(mask, at, span);
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) bits[mt] = span[0][mt];
 }
 
 // The built-in score_mod bound to one head of one sequence (with_seqlens already applied):

@@ -128,6 +128,15 @@ struct FlexSteps {
     }
     const detail::TileMasking tile_masking =
         masking == FlexStep::kFull ? detail::TileMasking::kFull : detail::TileMasking::kPartial;
+    if constexpr (!kPaired && std::is_same_v<Mask, flex::BuiltinMask>) {
+      // The built-in mask's rows once for both halves: each row's key range is the step's, not
+      // the half's (common/flex_builtin.hpp).
+      if (tile_masking == detail::TileMasking::kPartial) {
+        detail::builtin_visibility_spans<1, kHalfTiles, kHalves>(tile.mask, place(step.key0[0]),
+                                                                 step.bits);
+        return step;
+      }
+    }
 #pragma unroll
     for (int half = 0; half < kHalves; ++half) {
       // A paired step's empty second half (an odd run of blocks): nothing there is visible.

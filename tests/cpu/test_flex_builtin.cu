@@ -41,6 +41,22 @@ void expect_bits_match(const flex::BuiltinMask& mask, const FragmentPlace& at) {
   }
 }
 
+// Spans: span s's words are the single-span bits of the keys kNTiles * 8 * s further on.
+template <int kMTiles, int kNTiles, int kSpans>
+void expect_spans_match(const flex::BuiltinMask& mask, const FragmentPlace& at) {
+  uint32_t spans[kSpans][kMTiles];
+  builtin_visibility_spans<kMTiles, kNTiles, kSpans>(mask, at, spans);
+  for (int span = 0; span < kSpans; ++span) {
+    FragmentPlace shifted = at;
+    shifted.key0 += span * kNTiles * 8;
+    uint32_t bits[kMTiles];
+    builtin_visibility<kMTiles, kNTiles>(mask, shifted, bits);
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      ASSERT_EQ(spans[span][mt], bits[mt]) << "span " << span << " of " << kSpans;
+    }
+  }
+}
+
 TEST(FlexBuiltin, VisibilityMatchesTheMaskOnEveryElement) {
   std::mt19937 rng(18);
   const auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<>(lo, hi)(rng); };
@@ -76,9 +92,10 @@ TEST(FlexBuiltin, VisibilityMatchesTheMaskOnEveryElement) {
       const int key0 = 8 * uniform(0, (seqlen_k + 63) / 8);
       for (int lane = 0; lane < 32; ++lane) {
         const FragmentPlace at{b, 0, row0, key0, seqlen_q, seqlen_k, lane};
-        expect_bits_match<1, 8>(bound, at);  // sm90: a warpgroup's 64-key half
-        expect_bits_match<2, 8>(bound, at);  // sm80: a warp's two m16 tiles
-        expect_bits_match<2, 4>(bound, at);  // a 32-key tile: runs end inside the word
+        expect_bits_match<1, 8>(bound, at);      // sm90: a warpgroup's 64-key half
+        expect_bits_match<2, 8>(bound, at);      // sm80: a warp's two m16 tiles
+        expect_bits_match<2, 4>(bound, at);      // a 32-key tile: runs end inside the word
+        expect_spans_match<1, 8, 2>(bound, at);  // sm90: a 128-key step as its two halves
         if (HasFatalFailure()) return;
       }
     }
