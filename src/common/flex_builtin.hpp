@@ -73,8 +73,9 @@ __host__ __device__ __forceinline__ void builtin_visibility_spans(
     for (int half = 0; half < 2; ++half) {
       const int row = at.row0 + mt * kFragRows + at.lane / 4 + 8 * half;
       const int q = at.query_of(row);
-      // The row's visible keys [first, last) relative to col0. Both ends lie in [0, seqlen_k]
-      // before col0 is taken off, so the differences fit an int.
+      // The row's visible keys [first, last) relative to col0. Both ends are key indices between
+      // -seqlen_q (prefix-LM's causal end when Sq > Sk) and seqlen_k before col0 is taken off, so
+      // the differences fit an int.
       int first = 0, last = 0;
       doc_q[mt][half] = 0;
       if (row < at.rows()) {
