@@ -40,6 +40,7 @@ set(FLASHCORE_KERNEL_HEADERS
   sm90/flex_kernel.cuh
   sm90/flex_load.hpp
   sm90/flex_params.hpp
+  sm90/flex_step.hpp
   sm90/flex_steps.hpp
   sm90/fwd_kernel.cuh
   sm90/fwd_params.hpp

@@ -13,6 +13,7 @@
 #include "common/problem.hpp"
 #include "flashcore/attention.hpp"
 #include "flashcore/flex/block_mask.hpp"
+#include "sm90/flex_params.hpp"
 #include "sm90/launch_args.hpp"
 
 namespace flashcore::detail {
@@ -36,8 +37,9 @@ struct FunctorKernels {
 // What prepare_functor_flex decided: the problem, and the kernel that runs it.
 struct FunctorFlex {
   Problem problem;
-  bool sm90 = false;           // the sm90 flex kernel with sm90_plan; else the sm80 one
-  sm90::LaunchArgs sm90_plan;  // its grid and views; launch_functor_flex sets the tile counter
+  bool sm90 = false;             // the sm90 flex kernel with sm90_plan; else the sm80 one
+  sm90::LaunchArgs sm90_plan;    // its grid and views; launch_functor_flex sets the tile counter
+  sm90::MergedWalks sm90_walks;  // a BlockMask's walks, built by launch_functor_flex
   // The sm80 kernel's split-KV (sm80_flex_splits; 1: unsplit) and the workspace of its partials,
   // which launch_functor_flex places.
   int sm80_splits = 1;

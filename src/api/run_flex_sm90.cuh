@@ -69,8 +69,9 @@ cudaError_t launch_functor_sm90(const FunctorFlex& plan, const Mask& mask,
   const AttentionParams& a = plan.problem.params;
   const sm90::FlexArgs<Mask, ScoreMod> flex{
       mask,         score_mod,      plan.problem.scale, a.flex.block_mask,
-      a.flex.sinks, a.cu_seqlens_q, a.cu_seqlens_k};
-  // 128-key walks only: functor_sm90_rejects sends 64-key BlockMasks to sm80.
+      a.flex.sinks, a.cu_seqlens_q, a.cu_seqlens_k,     plan.sm90_walks};
+  // 128-key walks only: functor_sm90_rejects sends 64-key BlockMasks to sm80. A BlockMask's walks
+  // are built (launch_functor_flex), so 64-row query blocks merge as in the library's kernels.
   return sm90::launch_flex_kernel<Traits, /*kPaired=*/false>(plan.sm90_plan, flex, stream);
 }
 

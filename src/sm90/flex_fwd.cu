@@ -12,6 +12,7 @@
 #include "sm80/flex_fwd.hpp"
 #include "sm90/flex_fwd.hpp"
 #include "sm90/flex_launch.hpp"
+#include "sm90/flex_merged_walk.hpp"
 #include "sm90/kernel_view.hpp"
 #include "sm90/tma_strides.hpp"
 
@@ -146,7 +147,38 @@ const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
   return "";
 }
 
-size_t sm90_flex_workspace_bytes(const Problem&) { return kTileCounterBytes; }
+// The tile counter, then the merged walks where the BlockMask needs them (flex_merged_walk.hpp).
+size_t sm90_flex_workspace_bytes(const Problem& problem) {
+  const AttentionParams& a = problem.params;
+  const int num_m_blocks =
+      static_cast<int>((a.seqlen_q + sm90::kFlexTileRows - 1) / sm90::kFlexTileRows);
+  return kTileCounterBytes + sm90::merged_walk_bytes(a.flex.block_mask, a.seqlen_k, num_m_blocks);
+}
+
+Status prepare_sm90_flex_workspace(const Problem& problem, void* workspace, LaunchArgs* plan,
+                                   sm90::MergedWalks* walks, cudaStream_t stream) {
+#if !FLASHCORE_HAS_SM90
+  (void)problem, (void)workspace, (void)plan, (void)walks, (void)stream;
+  return {StatusCode::kUnsupported, "sm90 is not in this build"};
+#else
+  // The first wave takes tiles 0..num_ctas-1 by CTA index; the counter hands out the rest.
+  plan->args.tile_counter = static_cast<int*>(workspace);
+  if (Status s = launch_status(cudaMemsetAsync(plan->args.tile_counter, 0, sizeof(int), stream),
+                               "sm90 flex tile counter reset");
+      !s.ok()) {
+    return s;
+  }
+  *walks = {};
+  const flex::BlockMask& block_mask = problem.params.flex.block_mask;
+  if (!sm90::needs_merged_walks(block_mask)) return {};
+  // A BlockMask is never on a varlen batch (validate_flex.cpp): the plan's tiles are the mask's.
+  return launch_status(
+      sm90::build_merged_walks(block_mask, plan->args.seqlen_q, plan->args.seqlen_k,
+                               plan->args.num_m_blocks,
+                               static_cast<char*>(workspace) + kTileCounterBytes, walks, stream),
+      "sm90 flex merged walks");
+#endif
+}
 
 Status launch_sm90_flex(const Problem& problem, void* workspace, cudaStream_t stream) {
 #if !FLASHCORE_HAS_SM90
@@ -156,18 +188,15 @@ Status launch_sm90_flex(const Problem& problem, void* workspace, cudaStream_t st
   cudaDeviceProp device{};
   if (Status s = current_device_properties(&device); !s.ok()) return s;
   LaunchArgs in = sm90_flex_plan(problem, device);
-  // The first wave takes tiles 0..num_ctas-1 by CTA index; the counter hands out the rest.
-  in.args.tile_counter = static_cast<int*>(workspace);
-  if (Status s = launch_status(cudaMemsetAsync(in.args.tile_counter, 0, sizeof(int), stream),
-                               "sm90 flex tile counter reset");
-      !s.ok()) {
-    return s;
-  }
   const AttentionParams& a = problem.params;
   sm90::BuiltinFlexArgs flex{builtin_mask(problem), builtin_score_mod(problem),
                              problem.scale,         a.flex.block_mask,
                              a.flex.sinks,          a.cu_seqlens_q,
                              a.cu_seqlens_k};
+  if (Status s = prepare_sm90_flex_workspace(problem, workspace, &in, &flex.merged, stream);
+      !s.ok()) {
+    return s;
+  }
   cudaError_t launched = cudaErrorInvalidValue;
   with_flex_kernel(a.q.dtype, a.head_dim, [&](auto kernel) {
     launched = sm90::launch_flex_head_dim<decltype(kernel)::kHeadDim>(in, flex, stream);

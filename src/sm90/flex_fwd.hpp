@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include "common/problem.hpp"
+#include "sm90/flex_params.hpp"
 #include "sm90/launch_args.hpp"
 
 namespace flashcore::detail {
@@ -28,7 +29,14 @@ const char* sm90_flex_auto_declines(const Problem& problem, const cudaDeviceProp
                                     bool builtin_mask = true);
 // The sm90 flex kernel's grid and views of problem on device (tile_counter left null).
 sm90::LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device);
+// The kernel's scratch: its tile counter, then the merged walks of a BlockMask
+// (sm90/flex_merged_walk.hpp).
 size_t sm90_flex_workspace_bytes(const Problem& problem);
+// Enqueues the kernel's scratch in workspace (sm90_flex_workspace_bytes of it) on stream: points
+// plan at the tile counter and resets it, and builds the merged walks of a BlockMask into *walks
+// (left disabled without one). The library's launch and the functors' (api/flex_functors.cu).
+Status prepare_sm90_flex_workspace(const Problem& problem, void* workspace, sm90::LaunchArgs* plan,
+                                   sm90::MergedWalks* walks, cudaStream_t stream);
 Status launch_sm90_flex(const Problem& problem, void* workspace, cudaStream_t stream);
 
 }  // namespace flashcore::detail

@@ -31,8 +31,8 @@ cudaError_t launch_flex_dtype(const LaunchArgs& in, const BuiltinFlexArgs& flex,
     const bool paired = needs_paired_walk(flex.block_mask);
     if (flex.score_mod.is_identity()) {
       const FlexArgs<flex::BuiltinMask, flex::NoScoreMod> plain{
-          flex.mask,  flex::NoScoreMod{}, flex.scale,       flex.block_mask,
-          flex.sinks, flex.cu_seqlens_q,  flex.cu_seqlens_k};
+          flex.mask,  flex::NoScoreMod{}, flex.scale,        flex.block_mask,
+          flex.sinks, flex.cu_seqlens_q,  flex.cu_seqlens_k, flex.merged};
       return paired ? launch_flex_kernel<Traits, true>(in, plain, stream)
                     : launch_flex_kernel<Traits, false>(in, plain, stream);
     }

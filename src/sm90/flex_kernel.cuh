@@ -67,8 +67,9 @@ template <typename Traits, typename Mask, typename ScoreMod, bool kPaired>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     flex_fwd_kernel(const __grid_constant__ FlexParams<Traits, Mask, ScoreMod> fp) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(Traits::kConsumerWarpgroups == 2 && Traits::kClusterCtas == 1,
-                "FlexSteps and FlexStep::Rows assume two 64-row warpgroups, one CTA");
+  static_assert(
+      Traits::kConsumerWarpgroups == 2 && Traits::kClusterCtas == 1,
+      "FlexSteps and FlexStep's masking per warpgroup assume two 64-row warpgroups, one CTA");
   using Pipeline = typename Traits::Pipeline;
   using PipelineQ = typename Traits::PipelineQ;
   using Storage = FlexStorage<Traits, Mask, ScoreMod, kPaired>;

@@ -3,7 +3,9 @@
 // builds the walk), then K and V of each step of the walk, and leaves with each K stage a step
 // record (FlexStep) saying which key tile it holds and how the consumers mask it; the tile's number
 // of steps goes with its index through the tile ring. The consumers never walk the lists
-// themselves, so both sides agree on the sequence by construction.
+// themselves, so both sides agree on the sequence by construction. A BlockMask's walks come built
+// (MergedWalks, flex_merged_walk.hpp: the tile's two query blocks merged, one read for the count
+// and one per 32 records); the producer walks the lists itself only where none were built.
 //
 // Varlen: the descriptors describe the packed tensors (batch 1, every row); a sequence's tiles
 // start at its first row (domain_offset). A tile that runs past the sequence reads the next
@@ -26,30 +28,11 @@
 #include "flashcore/flex/mask_mods.hpp"
 #include "flashcore/flex/mod_traits.hpp"
 #include "sm90/flex_params.hpp"
+#include "sm90/flex_step.hpp"
 #include "sm90/kernel_traits.hpp"
 #include "sm90/tile_scheduler.hpp"
 
 namespace flashcore::sm90 {
-
-// What the consumers do with the key tile of one step, packed in one int that rides with the K
-// stage: the tile index, whose rows it is for (a BlockMask with 64-row query blocks lists each
-// warpgroup's keys separately), its masking, and whether every element of it is visible to both
-// warpgroups (a full tile inside both sequences): then the consumers' FlexSteps::begin reads
-// nothing else (no tile state, no mask, no bounds), the common case of a step. A paired step
-// (64-key blocks) has a second word for the stage's second half; its first word's tile is then
-// the first half's 64-key block, and its all_visible bit covers both halves.
-struct FlexStep {
-  enum Masking : int { kSkip = 0, kPartial = 1, kFull = 2, kClassify = 3 };  // kClassify: dense
-  enum Rows : int { kBoth = 0, kWarpgroup0 = 1, kWarpgroup1 = 2 };
-
-  __host__ __device__ static constexpr int pack(int tile, int rows, int masking, bool all_visible) {
-    return tile << 5 | static_cast<int>(all_visible) << 4 | rows << 2 | masking;
-  }
-  __host__ __device__ static constexpr int tile(int step) { return step >> 5; }
-  __host__ __device__ static constexpr bool all_visible(int step) { return (step >> 4) & 1; }
-  __host__ __device__ static constexpr int rows(int step) { return (step >> 2) & 3; }
-  __host__ __device__ static constexpr int masking(int step) { return step & 3; }
-};
 
 // The record of walk step i of the tile whose rows start at row_begin (mask bound to the
 // sequence). A BlockMask step is partial or full as listed (skipped past the keys). A dense step
@@ -67,18 +50,18 @@ __device__ __forceinline__ int flex_step(const detail::KvTileWalk<kTileKeys>& wa
                      (t.index + 1) * kTileKeys <= seqlen_k;
     const int masking =
         t.masking == detail::TileMasking::kSkip ? FlexStep::kSkip : FlexStep::kClassify;
-    return FlexStep::pack(t.index, FlexStep::kBoth, masking, all);
+    return FlexStep::pack(t.index, masking, all);
   }
   const detail::KvTile t = walk.at(i, flex::NoMask{}, 0, 0, 0, 0, seqlen_k);
-  const int rows = t.rows_begin >= kRowsPerWarpgroup ? FlexStep::kWarpgroup1
-                   : t.rows_end <= kRowsPerWarpgroup ? FlexStep::kWarpgroup0
-                                                     : FlexStep::kBoth;
   const int masking = t.masking == detail::TileMasking::kSkip      ? FlexStep::kSkip
                       : t.masking == detail::TileMasking::kPartial ? FlexStep::kPartial
                                                                    : FlexStep::kFull;
-  const bool all = masking == FlexStep::kFull && rows == FlexStep::kBoth && rows_inside &&
+  // The rows the step is for: both warpgroups', or one's (64-row query blocks).
+  const int masking0 = t.rows_begin < kRowsPerWarpgroup ? masking : FlexStep::kSkip;
+  const int masking1 = t.rows_end > kRowsPerWarpgroup ? masking : FlexStep::kSkip;
+  const bool all = masking0 == FlexStep::kFull && masking1 == FlexStep::kFull && rows_inside &&
                    (t.index + 1) * kTileKeys <= seqlen_k;
-  return FlexStep::pack(t.index, rows, masking, all);
+  return FlexStep::pack(t.index, masking0, masking1, all);
 }
 
 // Steps of two 64-key blocks (kv_block_size 64 under 128-key tiles). The walk is counted in
@@ -118,9 +101,9 @@ __device__ __forceinline__ int paired_first(const detail::KvTileWalk<kKeys>& wal
   return start;  // not reached for i < paired_count
 }
 
-// The two words of paired step i (flex_step's records of its 64-key blocks): the first with
-// all_visible only if both halves are; an empty second half is kSkip, and its load is the block
-// past the keys (the TMA fills it with zeros: no memory traffic).
+// The two words of paired step i (flex_step's records of its 64-key blocks); an empty second half
+// is kSkip, and its load is the block past the keys (the TMA fills it with zeros: no memory
+// traffic).
 template <int kTileRows, int kKeys, typename Mask>
 __device__ __forceinline__ int2 flex_paired_step(const detail::KvTileWalk<kKeys>& walk, int i,
                                                  const Mask& mask, int b, int h, int row_begin,
@@ -128,12 +111,10 @@ __device__ __forceinline__ int2 flex_paired_step(const detail::KvTileWalk<kKeys>
   bool has_second = false;
   const int first = paired_first(walk, i, &has_second);
   const int a = flex_step<kTileRows>(walk, first, mask, b, h, row_begin, seqlen_q, seqlen_k);
-  const int past_keys = (seqlen_k + kKeys - 1) / kKeys;
   const int second =
       has_second ? flex_step<kTileRows>(walk, first + 1, mask, b, h, row_begin, seqlen_q, seqlen_k)
-                 : FlexStep::pack(past_keys, FlexStep::rows(a), FlexStep::kSkip, false);
-  const bool all = FlexStep::all_visible(a) && FlexStep::all_visible(second);
-  return {FlexStep::pack(FlexStep::tile(a), FlexStep::rows(a), FlexStep::masking(a), all), second};
+                 : FlexStep::pack(past_key_block<kKeys>(seqlen_k), FlexStep::kSkip, false);
+  return {a, second};
 }
 
 // The TMA copies of one 64-key block into either half of a K or V stage: rows [0, 64) of the
@@ -250,13 +231,23 @@ struct FlexLoad {
         }
         ++write_q;
 
-        __syncwarp();  // every lane is done with the previous tile's walk
-        if (threadIdx.x % 32 == 0) {
-          new (&walk) TileWalk(flex_walk < kPaired ? FlexHalfTma<Traits>::kKeys
-                                                   : Traits::kBlockN > (fp, tile, seq));
+        // The walk: a BlockMask's built before the launch (flex_merged_walk.hpp), else built
+        // here from the mask's key range (or from the lists, where no walks were built).
+        const MergedWalks& merged = fp.flex.merged;
+        const int64_t merged_walk = MergedWalks::walk(fp.flex.block_mask, tile.batch, tile.head,
+                                                      tile.m_block, a.num_m_blocks);
+        int num_steps = 0;
+        if (merged.enabled()) {
+          num_steps = merged.counts[merged_walk];
+        } else {
+          __syncwarp();  // every lane is done with the previous tile's walk
+          if (threadIdx.x % 32 == 0) {
+            new (&walk) TileWalk(flex_walk < kPaired ? FlexHalfTma<Traits>::kKeys
+                                                     : Traits::kBlockN > (fp, tile, seq));
+          }
+          __syncwarp();
+          num_steps = kPaired ? paired_count(walk) : walk.count();
         }
-        __syncwarp();
-        const int num_steps = kPaired ? paired_count(walk) : walk.count();
         TileRing::publish(smem.base.tiles, cursor.taken, tile_index, num_steps);
         if (num_steps == 0) return;  // the consumers release Q and write O = 0
 
@@ -295,9 +286,14 @@ struct FlexLoad {
         auto record_of = [&](int i) {
           if (i % 32 == 0) {
             const int mine = i + static_cast<int>(threadIdx.x % 32);
-            const auto mask = flex::bind_seqlens(fp.flex.mask, seq.seqlen_q, seq.seqlen_k);
             const int row_begin = tile.m_block * Traits::kBlockM;
-            if constexpr (kPaired) {
+            const auto mask = flex::bind_seqlens(fp.flex.mask, seq.seqlen_q, seq.seqlen_k);
+            if (merged.enabled()) {
+              constexpr int kWords = kPaired ? 2 : 1;
+              const int32_t* words =
+                  merged.records + (merged_walk * merged.capacity + mine) * kWords;
+              records = mine < num_steps ? int2{words[0], kPaired ? words[1] : 0} : int2{0, 0};
+            } else if constexpr (kPaired) {
               records = mine < num_steps ? flex_paired_step<Traits::kBlockM>(
                                                walk, mine, mask, tile.batch, tile.head, row_begin,
                                                seq.seqlen_q, seq.seqlen_k)

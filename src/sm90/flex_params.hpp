@@ -12,6 +12,24 @@
 
 namespace flashcore::sm90 {
 
+// The merged walks of a BlockMask whose query blocks are shorter than the kernel's 128-row tile
+// (flex_merged_walk.hpp): one per (BlockMask batch, head, query tile), built on the device before
+// the kernel, read by the producer in place of the lists.
+struct MergedWalks {
+  const int32_t* counts = nullptr;  // steps of each walk; null: the producer walks the lists
+  const int32_t* records =
+      nullptr;       // FlexStep words: walk w's step i at (w * capacity + i) * words
+  int capacity = 0;  // steps per walk
+
+  __host__ __device__ bool enabled() const { return counts != nullptr; }
+  // The walk of query tile m_block of (b, h); the BlockMask's broadcast dims are read at 0.
+  __host__ __device__ static int64_t walk(const flex::BlockMask& m, int b, int h, int m_block,
+                                          int num_m_blocks) {
+    const int64_t bh = (m.batch == 1 ? 0 : int64_t{b}) * m.heads + (m.heads == 1 ? 0 : h);
+    return bh * num_m_blocks + m_block;
+  }
+};
+
 template <typename Mask, typename ScoreMod>
 struct FlexArgs {
   Mask mask;                   // mask_mod, bound to each sequence's lengths in the kernel
@@ -22,6 +40,7 @@ struct FlexArgs {
   // Varlen (AttentionParams' meaning), or null.
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
+  MergedWalks merged = {};  // set by the launch where the BlockMask needs them
 };
 
 // The TMA copies of half a key tile, for BlockMasks of 64-key blocks (defined in flex_load.hpp).

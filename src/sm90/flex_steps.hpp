@@ -95,59 +95,71 @@ struct FlexSteps {
     const int second = kPaired ? records[Traits::kStages + stage] : 0;
     step.key0[0] = FlexStep::tile(record) * (kPaired ? kHalfKeys : Traits::kBlockN);
     if constexpr (kPaired) step.key0[kHalves - 1] = FlexStep::tile(second) * kHalfKeys;
-    if (FlexStep::all_visible(record)) {
+    if (FlexStep::all_visible(record) && (!kPaired || FlexStep::all_visible(second))) {
 #pragma unroll
       for (int half = 0; half < kHalves; ++half) step.bits[half][0] = ~0u;
       return step;
     }
-    const int rows = FlexStep::rows(record);
-    int masking = FlexStep::masking(record);
-    if (rows != FlexStep::kBoth && rows != warpgroup + 1) masking = FlexStep::kSkip;
     const int wg_row0 = tile.row0 + warpgroup * kRowsPerWarpgroup;
-    if (wg_row0 >= tile.seqlen_q) masking = FlexStep::kSkip;  // this warpgroup has no rows here
-    if (masking == FlexStep::kClassify) {
-      const int kv_end = min(step.key0[0] + Traits::kBlockN, tile.seqlen_k);
-      const int q_end = min(wg_row0 + kRowsPerWarpgroup, tile.seqlen_q);
-      switch (
-          flex::block_visibility(tile.mask, tile.b, tile.h, wg_row0, q_end, step.key0[0], kv_end)) {
-        case BlockVisibility::kEmpty:
-          masking = FlexStep::kSkip;
-          break;
-        case BlockVisibility::kFull:
-          masking = FlexStep::kFull;
-          break;
-        default:
-          masking = FlexStep::kPartial;
-          break;
-      }
-    }
-    if (masking == FlexStep::kSkip || step.key0[0] >= tile.seqlen_k) {
+    const bool rows_here = wg_row0 < tile.seqlen_q;  // else this warpgroup has no rows here
+    if constexpr (kPaired) {
+      // Each half has its own word (its 64-key block and each warpgroup's masking of it); nothing
+      // is visible in a half that is not for this warpgroup's rows or lies past the keys (an
+      // empty half is the block past the keys).
 #pragma unroll
-      for (int half = 0; half < kHalves; ++half) step.bits[half][0] = 0u;
+      for (int half = 0; half < kHalves; ++half) {
+        const int masking = FlexStep::masking(half == 0 ? record : second, warpgroup);
+        if (masking == FlexStep::kSkip || !rows_here || step.key0[half] >= tile.seqlen_k) {
+          step.bits[half][0] = 0u;
+        } else {
+          detail::visible_elements<Mask, 1, kHalfTiles>(
+              masking == FlexStep::kFull ? detail::TileMasking::kFull
+                                         : detail::TileMasking::kPartial,
+              tile.mask, place(step.key0[half]), step.bits[half]);
+        }
+      }
       return step;
-    }
-    const detail::TileMasking tile_masking =
-        masking == FlexStep::kFull ? detail::TileMasking::kFull : detail::TileMasking::kPartial;
-    if constexpr (!kPaired && std::is_same_v<Mask, flex::BuiltinMask>) {
-      // The built-in mask's rows once for both halves: each row's key range is the step's, not
-      // the half's (common/flex_builtin.hpp).
-      if (tile_masking == detail::TileMasking::kPartial) {
-        detail::builtin_visibility_spans<1, kHalfTiles, kHalves>(tile.mask, place(step.key0[0]),
-                                                                 step.bits);
+    } else {
+      int masking = FlexStep::masking(record, warpgroup);
+      if (masking == FlexStep::kClassify) {  // a dense walk's tile, for this warpgroup's rows
+        const int kv_end = min(step.key0[0] + Traits::kBlockN, tile.seqlen_k);
+        const int q_end = min(wg_row0 + kRowsPerWarpgroup, tile.seqlen_q);
+        switch (flex::block_visibility(tile.mask, tile.b, tile.h, wg_row0, q_end, step.key0[0],
+                                       kv_end)) {
+          case BlockVisibility::kEmpty:
+            masking = FlexStep::kSkip;
+            break;
+          case BlockVisibility::kFull:
+            masking = FlexStep::kFull;
+            break;
+          default:
+            masking = FlexStep::kPartial;
+            break;
+        }
+      }
+      if (masking == FlexStep::kSkip || !rows_here || step.key0[0] >= tile.seqlen_k) {
+#pragma unroll
+        for (int half = 0; half < kHalves; ++half) step.bits[half][0] = 0u;
         return step;
       }
-    }
-#pragma unroll
-    for (int half = 0; half < kHalves; ++half) {
-      // A paired step's empty second half (an odd run of blocks): nothing there is visible.
-      if (kPaired && half == 1 && FlexStep::masking(second) == FlexStep::kSkip) {
-        step.bits[half][0] = 0u;
-      } else {
-        detail::visible_elements<Mask, 1, kHalfTiles>(
-            tile_masking, tile.mask, place(half_key0(step, half)), step.bits[half]);
+      if constexpr (std::is_same_v<Mask, flex::BuiltinMask>) {
+        // The built-in mask's rows once for both halves: each row's key range is the step's, not
+        // the half's (common/flex_builtin.hpp).
+        if (masking == FlexStep::kPartial) {
+          detail::builtin_visibility_spans<1, kHalfTiles, kHalves>(tile.mask, place(step.key0[0]),
+                                                                   step.bits);
+          return step;
+        }
       }
+      const detail::TileMasking tile_masking =
+          masking == FlexStep::kFull ? detail::TileMasking::kFull : detail::TileMasking::kPartial;
+#pragma unroll
+      for (int half = 0; half < kHalves; ++half) {
+        detail::visible_elements<Mask, 1, kHalfTiles>(
+            tile_masking, tile.mask, place(step.key0[0] + half * kHalfKeys), step.bits[half]);
+      }
+      return step;
     }
-    return step;
   }
 
   // Register i of the accumulator (AccumulatorCoords): n tile i / 4, row half (i / 2) % 2, column

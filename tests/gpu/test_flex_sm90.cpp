@@ -152,6 +152,31 @@ std::vector<FlexCase> sm90_block_cases() {
     f.dtype = DType::kFloat16, f.block_mask = BlockMaskKind::kRandom, f.kv_block = 64;
     f.alibi = true, f.seqlen_q = 256, f.seqlen_k = 9000;
   }));
+  // Merged walks (query blocks shorter than the 128-row tile, sm90/flex_merged_walk.hpp): keys
+  // a tile's two query blocks share, and keys only one lists (causal diagonals; random lists,
+  // unsorted, with every fourth query block empty, so one warpgroup has nothing where the other
+  // has a walk), more key units than one chunk of marks (70,000 keys: 1,094 64-key blocks), walks
+  // past 32 steps, and query blocks of 192 rows (some tiles in one block, some across two).
+  cases.push_back(make_flex_case("merged_q64_kv64_random_two_chunks_alibi_hd64", [](FlexCase& f) {
+    f.head_dim = 64, f.block_mask = BlockMaskKind::kRandom, f.q_block = f.kv_block = 64;
+    f.alibi = true, f.seqlen_q = 200, f.seqlen_k = 70000, f.heads_q = f.heads_kv = 2;
+  }));
+  cases.push_back(make_flex_case("merged_q64_kv128_causal_long_walk_bias", [](FlexCase& f) {
+    f.block_mask = BlockMaskKind::kFromMask, f.q_block = 64, f.kv_block = 128, f.causal = true;
+    f.bias_distance = 600, f.seqlen_q = 1000, f.seqlen_k = 4500, f.heads_q = 2, f.heads_kv = 1;
+  }));
+  cases.push_back(make_flex_case("merged_q64_kv64_causal_gqa_sinks", [](FlexCase& f) {
+    f.block_mask = BlockMaskKind::kFromMask, f.q_block = f.kv_block = 64, f.causal = true;
+    f.sinks = true, f.seqlen_q = f.seqlen_k = 1000, f.heads_q = 4, f.heads_kv = 2;
+  }));
+  cases.push_back(make_flex_case("merged_q192_kv64_documents_fp16", [](FlexCase& f) {
+    f.dtype = DType::kFloat16, f.block_mask = BlockMaskKind::kFromMask, f.q_block = 192;
+    f.kv_block = 64, f.doc_span = 100, f.seqlen_q = f.seqlen_k = 700, f.batch = 2;
+  }));
+  cases.push_back(make_flex_case("merged_q64_kv256_random_softcap", [](FlexCase& f) {
+    f.block_mask = BlockMaskKind::kRandom, f.q_block = 64, f.kv_block = 256, f.softcap = 7.f;
+    f.seqlen_q = 300, f.seqlen_k = 1300, f.heads_q = 3, f.heads_kv = 3;
+  }));
   for (FlexCase& c : cases) c.backend = Backend::kSm90;
   return cases;
 }

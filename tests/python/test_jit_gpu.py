@@ -256,20 +256,24 @@ needs_h100 = pytest.mark.skipif(
 
 
 @needs_h100
-@pytest.mark.parametrize("dtype, head_dim", [(torch.bfloat16, 128), (torch.float16, 64)])
-def test_sm90_runs_a_jit_score_mod_under_a_causal_block_mask(dtype, head_dim):
-    # S = 300: a partial last tile of queries and keys; GQA 4 / 2.
+@pytest.mark.parametrize("dtype, head_dim, block_size", [(torch.bfloat16, 128, 128),
+                                                         (torch.float16, 64, 128),
+                                                         (torch.bfloat16, 128, (64, 128))])
+def test_sm90_runs_a_jit_score_mod_under_a_causal_block_mask(dtype, head_dim, block_size):
+    # S = 300: a partial last tile of queries and keys; GQA 4 / 2. Query blocks of 64 rows: each
+    # 128-row tile's two blocks merged into one walk (src/sm90/flex_merged_walk.hpp).
     q, k, v = inputs(dtype, Hq=4, Hkv=2, S=300, D=head_dim, seed=8)
     B, _, S = q.shape[:3]
     bias = torch.randn(q.shape[1], device="cuda") * 0.05
     mod = flashcore.jit_score_mod(BIAS, bias=bias)
-    block_mask = walked(flashcore.create_block_mask(mods.causal(), B, None, S, S, BLOCK_SIZE=128))
+    block_mask = walked(flashcore.create_block_mask(mods.causal(), B, None, S, S,
+                                                    BLOCK_SIZE=block_size))
     out, lse = flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask,
                                         enable_gqa=True, return_lse=True)
     assert flashcore.last_provider() == "sm90"
     ref_out, ref_lse = reference(q, k, v, lambda s, b, h, qi, ki: s + bias.double()[h] * (qi - ki),
                                  lambda b, h, qi, ki: ki <= qi)
-    check(out, lse, ref_out, ref_lse, dtype, f"sm90 bias {dtype} hd{head_dim}")
+    check(out, lse, ref_out, ref_lse, dtype, f"sm90 bias {dtype} hd{head_dim} {block_size}")
     # The same object's sm80 kernel, and the built-in ALiBi with the same scores (bias = -slope)
     # on the library's sm90 kernel.
     sm80, lse80 = flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask,

@@ -1,0 +1,83 @@
+// The merged walks of the sm90 flex kernel's BlockMasks: each query tile's walk built before the
+// kernel, by one launch into its workspace (after the tile counter), as the FlexStep records the
+// producer hands the consumers. Two reasons, both measured (docs/perf.md, session 23):
+//  - Query blocks shorter than the 128-row tile (q_block_size 64, 192, ...): such a tile spans two
+//    query blocks, one per consumer warpgroup, each with its own lists. Walked one list after the
+//    other, every step was for one warpgroup's rows while the other computed the GEMMs and masked
+//    them out: half the tensor work thrown away (causal at BLOCK_SIZE 64 ran at 0.48x the dense
+//    kernel). Merged, a key tile listed for both blocks is one step with a masking per warpgroup,
+//    and a step is for one warpgroup only where the lists differ: 2.07x faster.
+//  - Every other BlockMask: the producer's walk of a tile was a chain of dependent global reads
+//    (the counts, then the lists' entries, then the TMA issue) at the start of every tile. A built
+//    walk is one read of its count and one of its records: 0.5-2.5% less kernel time, net of the
+//    build's launch (3-4 us on B4 H16 S4096).
+// The workspace is the walks' worst case, every key unit listed: about the size of the
+// BlockMask's kv_indices (64- and 128-key blocks), 4 bytes per 128-key tile of the keys per walk.
+//
+// The lists need not be sorted (a BlockMask of one's own may list blocks in any order), so the
+// merge is by marks, not by a merge of sorted runs: one CTA per walk marks each key unit (a
+// 128-key tile, or a 64-key block for the paired walk) with each warpgroup's masking in shared
+// memory, a chunk of units at a time, and compacts the marked units, last first (the kernel's
+// order), into FlexStep records with a block-wide scan. A unit listed twice is one step; listed
+// as both partial and full, it is partial (mask_mod decides). Units past the keys are dropped,
+// and list entries outside the key units are ignored: nothing is written outside the walk's own
+// records. Functors of one's own (api/run_flex_sm90.cuh) keep the producer's own walk of the
+// lists (flex_load.hpp), so their BlockMasks of 64-row query blocks still cost two steps a tile.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "flashcore/flex/block_mask_layout.hpp"
+#include "sm90/flex_launch.hpp"
+#include "sm90/flex_params.hpp"
+
+namespace flashcore::sm90 {
+
+// Whether the launch builds merged walks: for every BlockMask (see above).
+inline bool needs_merged_walks(const flex::BlockMask& block_mask) {
+  return block_mask.kv_num_blocks != nullptr;
+}
+
+// The walks' key units: 64-key blocks for the paired walk (kv_block_size 64), else the kernel's
+// 128-key tiles.
+inline int merged_walk_unit_keys(const flex::BlockMask& block_mask) {
+  return needs_paired_walk(block_mask) ? kFlexTileKeys / 2 : kFlexTileKeys;
+}
+// Steps a walk can have: every key unit, two to a step when paired.
+inline int64_t merged_walk_capacity(const flex::BlockMask& block_mask, int64_t seqlen_k) {
+  const int64_t unit_keys = merged_walk_unit_keys(block_mask);
+  const int64_t units = (seqlen_k + unit_keys - 1) / unit_keys;
+  return needs_paired_walk(block_mask) ? (units + 1) / 2 : units;
+}
+// One walk per (BlockMask batch, head, query tile); num_m_blocks: the kernel's query tiles.
+inline int64_t merged_walk_count(const flex::BlockMask& block_mask, int num_m_blocks) {
+  return block_mask.batch * block_mask.heads * num_m_blocks;
+}
+// The records start 256-byte aligned after the counts.
+inline size_t merged_walk_align(size_t bytes) {
+  constexpr size_t kAlignment = 256;
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+// Bytes of the merged walks of a problem with seqlen_k keys under block_mask (0 where it needs
+// none).
+inline size_t merged_walk_bytes(const flex::BlockMask& block_mask, int64_t seqlen_k,
+                                int num_m_blocks) {
+  if (!needs_merged_walks(block_mask)) return 0;
+  const int64_t walks = merged_walk_count(block_mask, num_m_blocks);
+  const int64_t words =
+      merged_walk_capacity(block_mask, seqlen_k) * (needs_paired_walk(block_mask) ? 2 : 1);
+  return merged_walk_align(static_cast<size_t>(walks) * sizeof(int32_t)) +
+         static_cast<size_t>(walks * words) * sizeof(int32_t);
+}
+
+// Enqueues the build of the merged walks into workspace (merged_walk_bytes of it, 256-byte
+// aligned) and describes them in *walks.
+cudaError_t build_merged_walks(const flex::BlockMask& block_mask, int seqlen_q, int seqlen_k,
+                               int num_m_blocks, void* workspace, MergedWalks* walks,
+                               cudaStream_t stream);
+
+}  // namespace flashcore::sm90
