@@ -4,9 +4,9 @@
 //  - Query blocks shorter than the 128-row tile (q_block_size 64, 192, ...): such a tile spans two
 //    query blocks, one per consumer warpgroup, each with its own lists. Walked one list after the
 //    other, every step was for one warpgroup's rows while the other computed the GEMMs and masked
-//    them out: half the tensor work thrown away (causal at BLOCK_SIZE 64 ran at 0.48x the dense
-//    kernel). Merged, a key tile listed for both blocks is one step with a masking per warpgroup,
-//    and a step is for one warpgroup only where the lists differ: 2.07x faster.
+//    them out: half the tensor work thrown away (causal at BLOCK_SIZE 64 ran at 0.45x the dense
+//    kernel on the H200). Merged, a key tile listed for both blocks is one step with a masking
+//    per warpgroup, and a step is for one warpgroup only where the lists differ: 2.1x faster.
 //  - Every other BlockMask: the producer's walk of a tile was a chain of dependent global reads
 //    (the counts, then the lists' entries, then the TMA issue) at the start of every tile. A built
 //    walk is one read of its count and one of its records: 0.5-2.5% less kernel time, net of the
