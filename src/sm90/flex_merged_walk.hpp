@@ -11,8 +11,8 @@
 //    (the counts, then the lists' entries, then the TMA issue) at the start of every tile. A built
 //    walk is one read of its count and one of its records: 0.5-2.5% less kernel time, net of the
 //    build's launch (3-4 us on B4 H16 S4096).
-// The workspace is the walks' worst case, every key unit listed: about the size of the
-// BlockMask's kv_indices (64- and 128-key blocks), 4 bytes per 128-key tile of the keys per walk.
+// The workspace is the walks' worst case, every key unit listed: 4 bytes per key unit (64-key
+// block when paired, else 128-key tile) per walk, at most the size of the BlockMask's kv_indices.
 //
 // The lists need not be sorted (a BlockMask of one's own may list blocks in any order), so the
 // merge is by marks, not by a merge of sorted runs: one CTA per walk marks each key unit (a
