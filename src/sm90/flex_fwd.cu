@@ -28,6 +28,12 @@ constexpr int flex_head_dim(int64_t head_dim) {
   return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 0;
 }
 
+// The kernel's query tiles per (sequence, head): the plan's grid, and the merged walks' count.
+int flex_num_m_blocks(const AttentionParams& a) {
+  const int64_t rows = is_varlen(a) ? a.max_seqlen_q : a.seqlen_q;
+  return static_cast<int>((rows + sm90::kFlexTileRows - 1) / sm90::kFlexTileRows);
+}
+
 // The dynamic schedule's tile counter (FwdArgs::tile_counter).
 constexpr size_t kTileCounterBytes = 256;
 // The sm90 flex instantiation list as KernelList sees it (common/kernel_list.hpp): the kernels
@@ -65,8 +71,7 @@ LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device) 
                    a.q.strides.batch};
   const bool varlen = is_varlen(a);
   if (varlen) sm90::use_packed_batch_strides(a, &in);
-  const int64_t rows = varlen ? a.max_seqlen_q : a.seqlen_q;
-  p.num_m_blocks = static_cast<int>((rows + sm90::kFlexTileRows - 1) / sm90::kFlexTileRows);
+  p.num_m_blocks = flex_num_m_blocks(a);
   p.num_splits = 1;
   const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
   // Heads per group as the dense plan: as many as keep their K and V within half of L2.
@@ -147,12 +152,11 @@ const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
   return "";
 }
 
-// The tile counter, then the merged walks where the BlockMask needs them (flex_merged_walk.hpp).
+// The tile counter, then a BlockMask's merged walks (flex_merged_walk.hpp).
 size_t sm90_flex_workspace_bytes(const Problem& problem) {
   const AttentionParams& a = problem.params;
-  const int num_m_blocks =
-      static_cast<int>((a.seqlen_q + sm90::kFlexTileRows - 1) / sm90::kFlexTileRows);
-  return kTileCounterBytes + sm90::merged_walk_bytes(a.flex.block_mask, a.seqlen_k, num_m_blocks);
+  return kTileCounterBytes +
+         sm90::merged_walk_bytes(a.flex.block_mask, a.seqlen_k, flex_num_m_blocks(a));
 }
 
 Status prepare_sm90_flex_workspace(const Problem& problem, void* workspace, LaunchArgs* plan,

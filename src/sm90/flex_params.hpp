@@ -12,14 +12,14 @@
 
 namespace flashcore::sm90 {
 
-// The merged walks of a BlockMask whose query blocks are shorter than the kernel's 128-row tile
-// (flex_merged_walk.hpp): one per (BlockMask batch, head, query tile), built on the device before
-// the kernel, read by the producer in place of the lists.
+// A BlockMask's walks, built on the device before the kernel (flex_merged_walk.hpp): one per
+// (BlockMask batch, head, query tile), each a count and its FlexStep words (walk w's step i at
+// (w * capacity + i) * words, two words a step when paired), read by the producer in place of the
+// lists.
 struct MergedWalks {
-  const int32_t* counts = nullptr;  // steps of each walk; null: the producer walks the lists
-  const int32_t* records =
-      nullptr;       // FlexStep words: walk w's step i at (w * capacity + i) * words
-  int capacity = 0;  // steps per walk
+  const int32_t* counts = nullptr;   // steps of each walk; null: the producer walks the lists
+  const int32_t* records = nullptr;  // the walks' FlexStep words
+  int capacity = 0;                  // steps per walk
 
   __host__ __device__ bool enabled() const { return counts != nullptr; }
   // The walk of query tile m_block of (b, h); the BlockMask's broadcast dims are read at 0.
@@ -40,7 +40,7 @@ struct FlexArgs {
   // Varlen (AttentionParams' meaning), or null.
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
-  MergedWalks merged = {};  // set by the launch where the BlockMask needs them
+  MergedWalks merged = {};  // a BlockMask's walks, set by the launch
 };
 
 // The TMA copies of half a key tile, for BlockMasks of 64-key blocks (defined in flex_load.hpp).

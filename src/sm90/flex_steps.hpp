@@ -156,7 +156,7 @@ struct FlexSteps {
 #pragma unroll
       for (int half = 0; half < kHalves; ++half) {
         detail::visible_elements<Mask, 1, kHalfTiles>(
-            tile_masking, tile.mask, place(step.key0[0] + half * kHalfKeys), step.bits[half]);
+            tile_masking, tile.mask, place(half_key0(step, half)), step.bits[half]);
       }
       return step;
     }
