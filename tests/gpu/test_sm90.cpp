@@ -189,6 +189,70 @@ INSTANTIATE_TEST_SUITE_P(
                       .window_left = 300}),
     [](const auto& info) { return info.param.name(); });
 
+// Half-block edges: a warpgroup's 64 rows that see only one half of a key block (a causal
+// diagonal, a window's left edge, a sequence's last keys), rows past the sequence in a tile's last
+// warpgroup, and 192-row tiles whose first warpgroup sees none of the tile's last block. The
+// kernel runs these steps whole, masked per element; session 24 measured narrowing them
+// (docs/perf.md, "Session 24"), and these cases put each kind at a block's edge.
+INSTANTIATE_TEST_SUITE_P(
+    HalfBlockEdges, Sm90SchedulerTest,
+    ::testing::Values(
+        // Causal diagonals: the first warpgroup's rows see the first half of the diagonal block.
+        AttentionCase{.dtype = DType::kBFloat16,
+                      .batch = 2,
+                      .seqlen_q = 640,
+                      .seqlen_k = 640,
+                      .heads_q = 6,
+                      .heads_kv = 2,
+                      .head_dim = 128,
+                      .causal = true},
+        // A window whose left edge is half a block left of each tile's second warpgroup: that
+        // warpgroup sees the second half of its last block.
+        AttentionCase{.batch = 1,
+                      .seqlen_q = 1024,
+                      .seqlen_k = 1024,
+                      .heads_q = 4,
+                      .heads_kv = 4,
+                      .head_dim = 128,
+                      .causal = true,
+                      .window_left = 128},
+        // 40 rows in the last tile (its second warpgroup has none) and 44 keys in the last block
+        // (every row sees its first half only), not causal: whole steps elsewhere.
+        AttentionCase{.dtype = DType::kBFloat16,
+                      .batch = 3,
+                      .seqlen_q = 296,
+                      .seqlen_k = 300,
+                      .heads_q = 4,
+                      .heads_kv = 1,
+                      .head_dim = 128},
+        // 192-row tiles over 128-key blocks: a warpgroup whose rows end at a block's start sees
+        // none of the diagonal's last block, the next one half of it; bottom-right causal.
+        AttentionCase{.batch = 2,
+                      .seqlen_q = 1000,
+                      .seqlen_k = 1064,
+                      .heads_q = 8,
+                      .heads_kv = 2,
+                      .head_dim = 64,
+                      .causal = true},
+        // 96-key blocks at hd192, causal, a partial last tile.
+        AttentionCase{.dtype = DType::kBFloat16,
+                      .batch = 2,
+                      .seqlen_q = 500,
+                      .seqlen_k = 500,
+                      .heads_q = 3,
+                      .heads_kv = 3,
+                      .head_dim = 192,
+                      .causal = true},
+        // Sq > Sk bottom-right: the first rows see no key at all (O = 0, LSE = -inf).
+        AttentionCase{.batch = 1,
+                      .seqlen_q = 700,
+                      .seqlen_k = 127,
+                      .heads_q = 2,
+                      .heads_kv = 2,
+                      .head_dim = 128,
+                      .causal = true}),
+    [](const auto& info) { return info.param.name(); });
+
 // On an H100 (132 SMs), auto runs sm90 everywhere it was measured faster: its persistent kernel on
 // grids that fill the GPU, its small-grid tiles on the small grids (decode, the canonical shape),
 // and the sm80 backend's large tile on the few grids in between where that was faster.
