@@ -55,6 +55,7 @@ set(FLASHCORE_KERNEL_HEADERS
   sm90/tile_scheduler.hpp
   sm90/tile_table.hpp
   sm90/tuned_tiles.hpp
+  sm90/varlen_tiles.hpp
   sm90/wgmma.hpp
 )
 # Relative to the install prefix's include directory.

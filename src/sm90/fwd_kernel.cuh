@@ -23,12 +23,16 @@
 namespace flashcore::sm90 {
 
 // The hot-loop switches of one kernel: softcap (per element tanh), and the two overlaps that
-// docs/perf.md measures one at a time (production runs both).
-template <bool kSoftcap_, bool kPingpong_ = true, bool kIntraOverlap_ = true>
+// docs/perf.md measures one at a time (production runs both). kListed: the producer takes a
+// varlen batch's tiles from its tile list (varlen_tiles.hpp). That is a kernel of its own because
+// any change to the producer's loop recompiles the consumers' loop differently (ptxas), and the
+// dense kernel lost 0.2-0.8% that way (docs/perf.md, session 25).
+template <bool kSoftcap_, bool kPingpong_ = true, bool kIntraOverlap_ = true, bool kListed_ = false>
 struct Variant {
   static constexpr bool kSoftcap = kSoftcap_;
   static constexpr bool kPingpong = kPingpong_;
   static constexpr bool kIntraOverlap = kIntraOverlap_;
+  static constexpr bool kListed = kListed_;
 };
 
 template <typename Traits, typename Variant>
@@ -76,7 +80,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
     if (warp_in_warpgroup == 0) {
-      MainloopLoad<Traits>::run(params, smem, pipeline_q, pipeline_k, pipeline_v);
+      MainloopLoad<Traits>::template run<Variant::kListed>(params, smem, pipeline_q, pipeline_k,
+                                                           pipeline_v);
     }
     return;
   }

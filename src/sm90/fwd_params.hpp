@@ -45,7 +45,12 @@ struct FwdArgs {
   int num_splits;  // > 1: each split writes fp32 partials that the combine kernel merges
   int head_group;  // (batch, head) pairs whose tiles run next to each other, sharing K/V in L2
   int num_tiles;
-  int* tile_counter;   // the dynamic schedule's next tile past the first wave, or null (fixed)
+  int* tile_counter;  // the dynamic schedule's next tile past the first wave, or null (fixed)
+  // Varlen, the listed kernel (Variant::kListed): the grid indices of the tiles that have rows,
+  // listed before the launch (varlen_tiles.hpp), and how many; the producer's counter runs over
+  // them. Null otherwise.
+  const int* varlen_tiles;
+  const int* varlen_tile_count;
   float* o_partial;    // [num_splits, batch, heads, seqlen_q, head_dim] fp32, normalized per split
   float* lse_partial;  // [num_splits, batch, heads, seqlen_q]
 };

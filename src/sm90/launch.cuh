@@ -13,6 +13,7 @@
 #include "sm90/instantiations.hpp"
 #include "sm90/kernel_traits.hpp"
 #include "sm90/launch_args.hpp"
+#include "sm90/varlen_tiles.hpp"
 
 namespace flashcore::sm90 {
 
@@ -88,6 +89,16 @@ cudaError_t launch_traits(const LaunchArgs& in, cudaStream_t stream) {
     return launch_kernel<Traits, Variant<false>>(params, in.num_ctas, stream);
   } else {
     if (in.pingpong && in.intra_overlap) {
+      // A varlen batch with its tile list (sm90_fwd.cu's plan asks for one only where it exists).
+      if (in.args.varlen_tiles != nullptr) {
+        if constexpr (has_listed_varlen_kernel(kHeadDim)) {
+          if (softcap) return cudaErrorNotSupported;
+          return launch_kernel<Traits, Variant<false, true, true, true>>(params, in.num_ctas,
+                                                                         stream);
+        } else {
+          return cudaErrorNotSupported;
+        }
+      }
       return softcap ? launch_kernel<Traits, Variant<true>>(params, in.num_ctas, stream)
                      : launch_kernel<Traits, Variant<false>>(params, in.num_ctas, stream);
     }

@@ -24,7 +24,8 @@ struct MainloopLoad {
   using SharedStorage = typename Traits::SharedStorage;
 
   // Called by all 32 lanes of the producer warp: they wait on the rings together, and one lane
-  // issues the copies.
+  // issues the copies. kListed: a varlen batch's tiles come from its list (varlen_tiles.hpp).
+  template <bool kListed>
   __device__ static void run(const FwdParams<Traits>& params, SharedStorage& smem,
                              PipelineQ& pipeline_q, Pipeline& pipeline_k, Pipeline& pipeline_v) {
     const FwdArgs& a = params.args;
@@ -54,6 +55,11 @@ struct MainloopLoad {
     PipelineState write_v = cutlass::make_producer_start_state<Pipeline>();
     TileCursor<Traits::kClusterCtas> cursor;
     for (int tile_index = cursor.first();; tile_index = cursor.next(a)) {
+      if constexpr (kListed) {
+        // The counter runs over the list (its count was written before the launch), whose
+        // entries are grid indices: the rest is the grid's code, on both sides.
+        tile_index = tile_index < *a.varlen_tile_count ? a.varlen_tiles[tile_index] : a.num_tiles;
+      }
       // The consumers learn every tile, and the end (an index past the last tile), from here.
       TileRing::publish(smem.tiles, cursor.taken, tile_index);
       if (tile_index >= a.num_tiles) break;

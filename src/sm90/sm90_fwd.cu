@@ -23,6 +23,7 @@
 #include "sm90/small_grid/small_grid_fwd.hpp"
 #include "sm90/tma_strides.hpp"
 #include "sm90/tuned_tiles.hpp"
+#include "sm90/varlen_tiles.hpp"
 
 namespace flashcore::sm90 {
 
@@ -140,8 +141,10 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   // The instantiation's tiles: the tile table's, or a reviewed row's (tuned_tiles.hpp).
   const int block_n = sm90::kernel_block_n(in.bf16, head_dim);
   const int block_m = sm90::kernel_block_m(in.bf16, head_dim);
+  in.block_m = block_m;
   const int cluster_ctas = sm90::kernel_cluster_ctas(in.bf16, head_dim);
-  // A varlen grid is planned for the longest sequence; tiles past a shorter one exit at once.
+  // A varlen grid is planned for the longest sequence; the tiles past a shorter one are left out
+  // of the schedule by a list (below) where there are any.
   const int64_t rows = varlen ? params.max_seqlen_q : p.seqlen_q;
   const int64_t keys = varlen ? params.max_seqlen_k : p.seqlen_k;
   p.num_m_blocks = static_cast<int>((rows + block_m - 1) / block_m);
@@ -183,6 +186,16 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
 #endif
   const int64_t m_groups = (p.num_m_blocks + in.cluster_ctas - 1) / in.cluster_ctas;
   const int64_t tiles = pairs * m_groups * p.num_splits;
+  // Sequences shorter than the longest leave tiles with no rows in the grid: the listed kernel
+  // takes the others from a list (varlen_tiles.hpp), unless every sequence is the longest (none is
+  // empty), and where it exists (head dim, no softcap).
+  if (varlen && in.dynamic && in.cluster_ctas == 1 && !softcap &&
+      sm90::has_listed_varlen_kernel(head_dim) &&
+      params.batch * params.max_seqlen_q != params.seqlen_q) {
+    const int64_t capacity =
+        sm90::varlen_tile_capacity(params.batch, params.seqlen_q, p.num_m_blocks, block_m);
+    if (capacity * p.heads <= tiles) in.varlen_tile_capacity = static_cast<int>(capacity);
+  }
   p.num_tiles = static_cast<int>(tiles);
   const int64_t clusters =
       persistent ? std::min<int64_t>(tiles, device.multiProcessorCount / in.cluster_ctas) : tiles;
@@ -302,6 +315,9 @@ size_t sm90_workspace_bytes(const Problem& problem) {
   }
 #endif
   const LaunchArgs in = plan(problem, device);
+  if (in.varlen_tile_capacity > 0) {
+    return kTileCounterBytes + sm90::varlen_tile_list_bytes(in.varlen_tile_capacity, in.args.heads);
+  }
   if (in.dynamic) return kTileCounterBytes;
   return sm80::split_workspace_bytes(in.args.num_splits, kernel_rows(in.args), in.args.head_dim);
 }
@@ -328,9 +344,21 @@ Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream)
   if (in.dynamic) {
     // The first wave takes tiles 0..num_ctas-1 by CTA index; the counter hands out the rest.
     p.tile_counter = static_cast<int*>(workspace);
-    if (Status s = launch_status(cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream),
-                                 "sm90 tile counter reset");
-        !s.ok()) {
+    if (in.varlen_tile_capacity > 0) {
+      // The list's build zeroes the counter too.
+      const sm90::VarlenTileList list =
+          sm90::varlen_tile_list(p.tile_counter, static_cast<char*>(workspace) + kTileCounterBytes,
+                                 in.varlen_tile_capacity);
+      p.varlen_tiles = list.tiles;
+      p.varlen_tile_count = list.count;
+      if (Status s = launch_status(sm90::build_varlen_tile_list(list, p, in.block_m, stream),
+                                   "sm90 varlen tile list");
+          !s.ok()) {
+        return s;
+      }
+    } else if (Status s = launch_status(cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream),
+                                        "sm90 tile counter reset");
+               !s.ok()) {
       return s;
     }
   }

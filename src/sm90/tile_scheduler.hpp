@@ -147,6 +147,20 @@ struct TileScheduler {
     tile.batch = pair / a.heads;
     return tile;
   }
+
+  // The index decode() maps to tile: the inverse of decode, for one-CTA tiles, unsplit (the grid a
+  // varlen batch runs on; its tile list holds these, varlen_tiles.hpp).
+  __device__ __forceinline__ static int index_of(const FwdArgs& a, const Tile& tile) {
+    static_assert(kClusterCtas == 1, "a varlen batch's grid has one-CTA tiles");
+    const int pairs = a.batch * a.heads;
+    const int pair = tile.batch * a.heads + tile.head;
+    const int group = pair / a.head_group;
+    const int first_pair = group * a.head_group;
+    const int heads_in_group = min(a.head_group, pairs - first_pair);
+    const int reversed_m = a.num_m_blocks - 1 - tile.m_block;
+    return group * a.head_group * a.num_m_blocks + reversed_m * heads_in_group +
+           (pair - first_pair);
+  }
 };
 
 // The key blocks one tile visits: [begin, end) in units of kBlockN. Empty when every row of the

@@ -194,7 +194,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, FlexSm90Blocks, ::testing::ValuesIn(sm90_block_c
 // Varlen batches on sm90's persistent kernel (no flex part): every head dim, both dtypes, GQA,
 // causal (bottom-right per sequence: a sequence with more queries than keys has rows that see
 // nothing), windows, softcap, lengths 0, 1, 7, 127, 1000 and 4097 with Sq != Sk, and a batch of
-// many sequences (more tiles than SMs, most of them past their sequence).
+// many sequences (more tiles than SMs, most of them past their sequence). A batch whose query
+// lengths are not all the longest runs its listed tiles (src/sm90/varlen_tiles.hpp): every case
+// below but the uniform one, with a loose max_seqlen_q and with one long sequence among short ones
+// among them.
 std::vector<FlexCase> sm90_varlen_cases() {
   std::vector<FlexCase> cases;
   const int64_t head_dims[] = {32, 64, 96, 128, 160, 192, 224, 256};
@@ -236,6 +239,22 @@ std::vector<FlexCase> sm90_varlen_cases() {
       f.lengths_q.push_back(length);
       f.lengths_k.push_back(b % 5 == 2 ? length / 2 : length);
     }
+  }));
+  cases.push_back(make_flex_case("varlen_loose_max_seqlen_causal_gqa", [](FlexCase& f) {
+    f.causal = true, f.heads_q = 4, f.heads_kv = 2;
+    f.lengths_q = {128, 128, 0, 77, 128, 128, 128, 128, 1, 128, 128};
+    f.lengths_k = f.lengths_q;
+    f.max_seqlen_q = 1024;  // eight query blocks a sequence in the grid, one with rows
+  }));
+  cases.push_back(make_flex_case("varlen_one_long_many_short_hd64", [](FlexCase& f) {
+    f.head_dim = 64, f.causal = true, f.heads_q = 2, f.heads_kv = 2;  // 192-row tiles
+    for (int32_t b = 0; b < 30; ++b) f.lengths_q.push_back((b * 37) % 200 + 1);
+    f.lengths_q.insert(f.lengths_q.begin() + 11, 2000);
+    f.lengths_k = f.lengths_q;
+  }));
+  cases.push_back(make_flex_case("varlen_uniform_queries_window", [](FlexCase& f) {
+    f.window_left = 100, f.window_right = 0;  // every query length the longest: no list
+    f.lengths_q = {256, 256, 256}, f.lengths_k = {100, 256, 300};
   }));
   for (FlexCase& c : cases) c.backend = Backend::kSm90;
   return cases;

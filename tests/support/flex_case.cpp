@@ -230,7 +230,8 @@ void make_flex_data(const FlexCase& c, std::mt19937_64* rng_ptr, FlexData* data)
   if (varlen) {
     p.cu_seqlens_q = static_cast<const int32_t*>(f.d_cu_q.get());
     p.cu_seqlens_k = static_cast<const int32_t*>(f.d_cu_k.get());
-    p.max_seqlen_q = std::max(1, *std::max_element(c.lengths_q.begin(), c.lengths_q.end()));
+    p.max_seqlen_q =
+        std::max({1, c.max_seqlen_q, *std::max_element(c.lengths_q.begin(), c.lengths_q.end())});
     p.max_seqlen_k = std::max(1, *std::max_element(c.lengths_k.begin(), c.lengths_k.end()));
   }
   p.flex.mask = make_mask(c, device);

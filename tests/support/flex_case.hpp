@@ -38,6 +38,9 @@ struct FlexCase {
   bool block_mask_broadcast = false;  // one BlockMask row for every head (heads 1), as H=None
   // Varlen: the sequences' lengths (batch = their count); empty for a dense batch.
   std::vector<int32_t> lengths_q, lengths_k;
+  // Varlen: max_seqlen_q passed as this where it is above the longest query sequence (a loose
+  // bound, which FlashAttention's varlen API allows); else the longest.
+  int32_t max_seqlen_q = 0;
   Backend backend = Backend::kSm80;
   int num_splits = 0;  // AttentionParams::num_splits: 0 lets the backend choose, 1 never splits
   bool gpu_oracle = false;  // run the fp32 GPU oracle (no flex mods) instead of run()
