@@ -12,10 +12,6 @@ namespace {
 // million), so the build is one block-wide scan per chunk of sequences and a store per entry.
 constexpr int kListThreads = 512;
 using BlockScan = cub::BlockScan<int, kListThreads>;
-constexpr size_t kAlignment = 256;
-
-size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
-
 // Query blocks of sequence b, clamped to [0, levels] (a length outside [0, max_seqlen_q] is the
 // caller's error; clamping keeps every entry inside the list).
 __device__ int query_blocks(const int32_t* cu_seqlens_q, int b, int block_m, int levels) {
@@ -71,16 +67,12 @@ __global__ void __launch_bounds__(kListThreads)
 
 }  // namespace
 
-size_t varlen_tile_list_bytes(int64_t capacity, int64_t heads) {
-  return aligned(sizeof(int)) + static_cast<size_t>(capacity * heads) * sizeof(int);
-}
-
 VarlenTileList varlen_tile_list(int* tile_counter, void* region, int capacity) {
   char* base = static_cast<char*>(region);
   VarlenTileList list{};
   list.tile_counter = tile_counter;
   list.count = reinterpret_cast<int*>(base);
-  list.tiles = reinterpret_cast<int*>(base + aligned(sizeof(int)));
+  list.tiles = reinterpret_cast<int*>(base + varlen_tile_list_aligned(sizeof(int)));
   list.capacity = capacity;
   return list;
 }
