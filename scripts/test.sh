@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, checks formatting (scripts/check_format.sh), builds
-# (sm_80 + sm_90a), runs every C++ test suite, installs the build and builds the examples/cpp
+# (sm_80 + sm_90a; fails where ptxas serialized a kernel's wgmmas), runs every C++ test suite, installs the build and builds the examples/cpp
 # consumer against it (scripts/test_consumer.sh: find_package, pkg-config, add_subdirectory), then
 # builds the Python package with pip over that same installed library and runs pytest
 # (scripts/test_python.sh). Each kernel is compiled once (the add_subdirectory consumer adds the
@@ -47,7 +47,17 @@ phase_done "install_deps"
 scripts/check_format.sh
 phase_done "check_format"
 cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset" -j "$(nproc)"
+build_log=$(mktemp)
+cmake --build --preset "$preset" -j "$(nproc)" 2>&1 | tee "$build_log"
+# ptxas compiles a kernel whose wgmmas it cannot keep in flight (a branch or a peeled step around
+# a wgmma, too few registers for its pipeline) with every wgmma serialized, and says so only as a
+# "Potential Performance Loss" warning (C7510-C7520): the kernel stays correct and gets 25-40%
+# slower (docs/perf.md, sm90 v7 and session 24). No kernel of ours may build that way.
+if grep -E "C75[0-9][0-9]|Potential Performance Loss" "$build_log"; then
+  echo "test: ptxas serialized a kernel's wgmmas (the lines above); see docs/perf.md, session 24"
+  exit 1
+fi
+rm -f "$build_log"
 phase_done "build ($preset)"
 # Without a GPU each GPU case only starts and skips, so the cases run $(nproc) at a time; with one,
 # one at a time, so that GPU cases never share the device.
