@@ -21,6 +21,7 @@ set(FLASHCORE_KERNEL_HEADERS
   common/launch.hpp
   common/launch_status.hpp
   common/online_softmax.hpp
+  common/workspace_align.hpp
   common/problem.hpp
   common/pruning.hpp
   common/query_view.hpp

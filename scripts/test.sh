@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, checks formatting (scripts/check_format.sh), builds
-# (sm_80 + sm_90a; fails where ptxas serialized a kernel's wgmmas), runs every C++ test suite, installs the build and builds the examples/cpp
-# consumer against it (scripts/test_consumer.sh: find_package, pkg-config, add_subdirectory), then
+# (sm_80 + sm_90a; fails where ptxas serialized a kernel's wgmmas), runs every C++ test suite,
+# installs the build and builds the examples/cpp consumer against it (scripts/test_consumer.sh:
+# find_package, pkg-config, add_subdirectory), then
 # builds the Python package with pip over that same installed library and runs pytest
 # (scripts/test_python.sh). Each kernel is compiled once (the add_subdirectory consumer adds the
 # hd64 fp16 ones for sm_80; examples/cpp/flex_functor and the JIT compile test one sm_80 flex kernel

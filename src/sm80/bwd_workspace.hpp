@@ -10,16 +10,10 @@
 #include "common/backward_problem.hpp"
 #include "common/query_view.hpp"
 #include "common/score_scaling.hpp"
+#include "common/workspace_align.hpp"
 #include "sm80/bwd_params.hpp"
 
 namespace flashcore::detail {
-
-// Workspace arrays start on this boundary (16-byte cp.async, float4 and TMA bulk copies need 16).
-inline constexpr size_t kWorkspaceAlign = 256;
-
-inline size_t align_up(size_t bytes) {
-  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
-}
 
 // What the sm90 backward's cut tiles need (sm90/bwd_tail_split.hpp): slots of slot_floats fp32
 // partial sums and one arrival counter each. None for the sm80 backward.

@@ -139,7 +139,7 @@ cudaError_t build_merged_walks(const flex::BlockMask& block_mask, int seqlen_q, 
   const int64_t count = merged_walk_count(block_mask, num_m_blocks);
   auto* counts = static_cast<int32_t*>(workspace);
   auto* records = reinterpret_cast<int32_t*>(static_cast<char*>(workspace) +
-                                             merged_walk_align(count * sizeof(int32_t)));
+                                             detail::align_up(count * sizeof(int32_t)));
   const int capacity = static_cast<int>(merged_walk_capacity(block_mask, seqlen_k));
   *walks = {counts, records, capacity};
   detail::LaunchShape shape;

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/workspace_align.hpp"
 #include "flashcore/flex/block_mask_layout.hpp"
 #include "sm90/flex_launch.hpp"
 #include "sm90/flex_params.hpp"
@@ -56,11 +57,6 @@ inline int64_t merged_walk_capacity(const flex::BlockMask& block_mask, int64_t s
 inline int64_t merged_walk_count(const flex::BlockMask& block_mask, int num_m_blocks) {
   return block_mask.batch * block_mask.heads * num_m_blocks;
 }
-// The records start 256-byte aligned after the counts.
-inline size_t merged_walk_align(size_t bytes) {
-  constexpr size_t kAlignment = 256;
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
 
 // Bytes of the merged walks of a problem with seqlen_k keys under block_mask (0 where it needs
 // none).
@@ -70,7 +66,8 @@ inline size_t merged_walk_bytes(const flex::BlockMask& block_mask, int64_t seqle
   const int64_t walks = merged_walk_count(block_mask, num_m_blocks);
   const int64_t words =
       merged_walk_capacity(block_mask, seqlen_k) * (needs_paired_walk(block_mask) ? 2 : 1);
-  return merged_walk_align(static_cast<size_t>(walks) * sizeof(int32_t)) +
+  // The records start aligned after the counts.
+  return detail::align_up(static_cast<size_t>(walks) * sizeof(int32_t)) +
          static_cast<size_t>(walks * words) * sizeof(int32_t);
 }
 

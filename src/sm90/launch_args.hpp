@@ -28,7 +28,6 @@ struct LaunchArgs {
   // > 0: a varlen batch whose tiles are listed before the launch (varlen_tiles.hpp), in at most
   // this many entries (FwdArgs::varlen_tiles, set at launch).
   int varlen_tile_capacity = 0;
-  int block_m = 0;       // the instantiation's query rows per tile
   bool pingpong = true;  // Schedule switches (fwd_kernel.cuh); production runs both on
   bool intra_overlap = true;
 };

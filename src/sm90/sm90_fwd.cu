@@ -141,7 +141,6 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   // The instantiation's tiles: the tile table's, or a reviewed row's (tuned_tiles.hpp).
   const int block_n = sm90::kernel_block_n(in.bf16, head_dim);
   const int block_m = sm90::kernel_block_m(in.bf16, head_dim);
-  in.block_m = block_m;
   const int cluster_ctas = sm90::kernel_cluster_ctas(in.bf16, head_dim);
   // A varlen grid is planned for the longest sequence; the tiles past a shorter one are left out
   // of the schedule by a list (below) where there are any.
@@ -192,9 +191,9 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   if (varlen && in.dynamic && in.cluster_ctas == 1 && !softcap &&
       sm90::has_listed_varlen_kernel(head_dim) &&
       params.batch * params.max_seqlen_q != params.seqlen_q) {
-    const int64_t capacity =
-        sm90::varlen_tile_capacity(params.batch, params.seqlen_q, p.num_m_blocks, block_m);
-    if (capacity * p.heads <= tiles) in.varlen_tile_capacity = static_cast<int>(capacity);
+    // At most batch * num_m_blocks entries, so the list's tiles fit the grid's int count.
+    in.varlen_tile_capacity = static_cast<int>(
+        sm90::varlen_tile_capacity(params.batch, params.seqlen_q, p.num_m_blocks, block_m));
   }
   p.num_tiles = static_cast<int>(tiles);
   const int64_t clusters =
@@ -351,7 +350,9 @@ Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream)
                                  in.varlen_tile_capacity);
       p.varlen_tiles = list.tiles;
       p.varlen_tile_count = list.count;
-      if (Status s = launch_status(sm90::build_varlen_tile_list(list, p, in.block_m, stream),
+      const int block_m =
+          sm90::kernel_block_m(in.bf16, sm90::instantiated_head_dim(problem.params.head_dim));
+      if (Status s = launch_status(sm90::build_varlen_tile_list(list, p, block_m, stream),
                                    "sm90 varlen tile list");
           !s.ok()) {
         return s;

@@ -72,7 +72,7 @@ VarlenTileList varlen_tile_list(int* tile_counter, void* region, int capacity) {
   VarlenTileList list{};
   list.tile_counter = tile_counter;
   list.count = reinterpret_cast<int*>(base);
-  list.tiles = reinterpret_cast<int*>(base + varlen_tile_list_aligned(sizeof(int)));
+  list.tiles = reinterpret_cast<int*>(base + detail::align_up(sizeof(int)));
   list.capacity = capacity;
   return list;
 }

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/workspace_align.hpp"
 #include "sm90/fwd_params.hpp"
 
 namespace flashcore::sm90 {
@@ -47,16 +48,10 @@ inline int64_t varlen_tile_capacity(int64_t batch, int64_t total_q, int64_t leve
   return by_rows < batch * levels ? by_rows : batch * levels;
 }
 
-// The list's parts start 256-byte aligned.
-inline size_t varlen_tile_list_aligned(size_t bytes) {
-  constexpr size_t kAlignment = 256;
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
-// Bytes of the list of a grid of `heads` heads (its count, then its tiles from the next 256-byte
+// Bytes of the list of a grid of `heads` heads (its count, then its tiles from the next aligned
 // boundary). Inline: the host's workspace query needs it in builds without sm_90a code too.
 inline size_t varlen_tile_list_bytes(int64_t capacity, int64_t heads) {
-  return varlen_tile_list_aligned(sizeof(int)) +
-         static_cast<size_t>(capacity * heads) * sizeof(int);
+  return detail::align_up(sizeof(int)) + static_cast<size_t>(capacity * heads) * sizeof(int);
 }
 
 // Describes the list at region (varlen_tile_list_bytes of workspace, 256-byte aligned).

@@ -11,6 +11,7 @@
 #include "api/validate_backward.hpp"
 #include "common/backward_problem.hpp"
 #include "common/pruning.hpp"
+#include "common/workspace_align.hpp"
 #include "flashcore/backward.hpp"
 #include "flashcore/flashcore.h"
 #include "flashcore/flex.hpp"
@@ -21,8 +22,8 @@ namespace flashcore {
 namespace {
 
 // The persistent hd256 backward's tile counter: one slot after the dQ accumulators, of
-// detail::kWorkspaceAlign bytes (sm80/bwd_workspace.hpp, a header for nvcc only).
-constexpr size_t kTileCounterBytes = 256;
+// detail::kWorkspaceAlign bytes.
+constexpr size_t kTileCounterBytes = detail::kWorkspaceAlign;
 
 // Fake, 16-byte aligned device addresses, 64 MiB apart: argument validation never dereferences
 // them.
