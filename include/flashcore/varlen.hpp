@@ -5,6 +5,9 @@
 // within the totals, tensor shapes) and never copy the arrays, so they stay asynchronous and
 // CUDA-graph safe. The arrays' contents (0 first, nondecreasing, the total last, no sequence longer
 // than max_seqlen) are checked by the functions below, on host arrays or by copying device ones.
+// Arrays that break these rules give wrong numbers but never an access outside the tensors or
+// the workspace: the kernels clamp each sequence into the packed totals and the backward also to
+// max_seqlen (tests/gpu/test_contract_bounds.cpp).
 #pragma once
 
 #include <cstdint>

@@ -123,6 +123,14 @@ struct KvTileWalk {
   }
 };
 
+// A BlockMask row's count as the walks use it: within [0, mk], the entries its row holds. The
+// kernels do not read the counts before they launch (check_block_mask_contents_on_device does,
+// at the cost of a copy), so a count past its row would otherwise read the next rows' indices,
+// and past the last row's, memory outside the mask (the merged walks clamp theirs the same way).
+FLASHCORE_HOST_DEVICE int listed_blocks(int32_t count, int64_t mk) {
+  return count < 0 ? 0 : (count > mk ? static_cast<int>(mk) : count);
+}
+
 // The walk of query rows [q_begin, q_end) of (b, h): the BlockMask's lists for the query blocks
 // the rows lie in (at most two: the backend admits q_block_size multiples of half the kernel's
 // query tile, aligned with it), or the dense range. mask is bound to the sequence's lengths.
@@ -150,10 +158,10 @@ FLASHCORE_HOST_DEVICE KvTileWalk<kTileKeys> kv_tile_walk(const flex::BlockMask& 
       const int64_t row = bh * mq + first_block + n;
       auto& l = walk.lists[n];
       l.partial = block_mask.kv_indices + row * mk;
-      l.num_partial = block_mask.kv_num_blocks[row] * walk.tiles_per_block;
+      l.num_partial = listed_blocks(block_mask.kv_num_blocks[row], mk) * walk.tiles_per_block;
       if (block_mask.full_kv_num_blocks != nullptr) {
         l.full = block_mask.full_kv_indices + row * mk;
-        l.num_full = block_mask.full_kv_num_blocks[row] * walk.tiles_per_block;
+        l.num_full = listed_blocks(block_mask.full_kv_num_blocks[row], mk) * walk.tiles_per_block;
       }
     }
     return walk;

@@ -26,8 +26,9 @@ __global__ void __launch_bounds__(kConvertThreads)
   int seqlen_q = p.seqlen_q;
   int64_t q_start = 0, batch_index = batch;
   if (p.cu_seqlens_q != nullptr) {
-    q_start = p.cu_seqlens_q[batch];
-    seqlen_q = p.cu_seqlens_q[batch + 1] - static_cast<int>(q_start);
+    const detail::FlexSequence seq = bwd_sequence(p, batch);
+    q_start = seq.q_start;
+    seqlen_q = seq.seqlen_q;
     batch_index = 0;
   }
   if (row >= seqlen_q) return;

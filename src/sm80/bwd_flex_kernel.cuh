@@ -48,8 +48,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
   const bool deterministic = p.dq_semaphore != nullptr;
   const int n_block = key_block_of_cta(deterministic), kv_head = blockIdx.y, batch = blockIdx.z;
   const int key0 = n_block * Traits::kBlockN;
-  const detail::FlexSequence seq =
-      detail::flex_sequence(p.cu_seqlens_q, p.cu_seqlens_k, batch, p.seqlen_q, p.seqlen_k);
+  const detail::FlexSequence seq = bwd_sequence(p, batch);
   if (key0 >= seq.seqlen_k) return;  // varlen: past this sequence's keys (uniform)
   const int key_end = min(key0 + Traits::kBlockN, seq.seqlen_k);
   const int64_t batch_index = p.cu_seqlens_q != nullptr ? 0 : batch;  // packed: one slab

@@ -49,8 +49,9 @@ __device__ __forceinline__ BlockMaskRow block_mask_row(const flex::BlockMask& m,
   const int64_t mk = (static_cast<int>(m.seqlen_k) + kv_block_size - 1) / kv_block_size;
   const int64_t row =
       ((m.batch == 1 ? 0 : int64_t{b}) * m.heads + (m.heads == 1 ? 0 : h)) * mq + q_block;
-  return {row * mk, m.kv_num_blocks[row],
-          m.full_kv_num_blocks != nullptr ? m.full_kv_num_blocks[row] : 0};
+  return {
+      row * mk, detail::listed_blocks(m.kv_num_blocks[row], mk),
+      m.full_kv_num_blocks != nullptr ? detail::listed_blocks(m.full_kv_num_blocks[row], mk) : 0};
 }
 
 // How the BlockMask lists KV block kv_block for query block q_block of (b, h): kSkip (not at all),

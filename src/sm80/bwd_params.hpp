@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "common/flex_sequence.hpp"
 #include "flashcore/flex/block_mask_layout.hpp"
 #include "flashcore/flex/builtin_mods.hpp"
 #include "flashcore/mask.hpp"
@@ -64,8 +65,24 @@ struct BwdParams {
   // start at workspace_row0.
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
-  int block_m;  // the query block the workspace rows are padded to
+  int max_seqlen_q, max_seqlen_k;  // what the grid and the workspace cover (varlen only)
+  int block_m;                     // the query block the workspace rows are padded to
 };
+
+// Sequence b of a varlen backward (batch entry b otherwise), clamped into the packed tensors
+// (detail::packed_rows) and to max_seqlen_q and max_seqlen_k: the grid has key blocks for
+// max_seqlen_k keys and the workspace query blocks for max_seqlen_q rows, and deterministic dQ
+// waits for every key block that sees a query block, so a sequence longer than the grid (an
+// array that breaks its contract) would otherwise write past the semaphores or wait forever.
+FLASHCORE_HOST_DEVICE detail::FlexSequence bwd_sequence(const BwdParams& p, int batch) {
+  detail::FlexSequence s =
+      detail::flex_sequence(p.cu_seqlens_q, p.cu_seqlens_k, batch, p.seqlen_q, p.seqlen_k);
+  if (p.cu_seqlens_q != nullptr) {
+    s.seqlen_q = s.seqlen_q < p.max_seqlen_q ? s.seqlen_q : p.max_seqlen_q;
+    s.seqlen_k = s.seqlen_k < p.max_seqlen_k ? s.seqlen_k : p.max_seqlen_k;
+  }
+  return s;
+}
 
 // The first workspace row (of lse_log2 and delta; of dq_accum times head_dim) of (batch, head).
 // Dense: [batch, heads_q, seqlen_q_rounded]. Varlen: [heads_q, seqlen_q_rounded] where sequence b
@@ -76,8 +93,8 @@ FLASHCORE_HOST_DEVICE int64_t workspace_row0(const BwdParams& p, int batch, int 
   if (p.cu_seqlens_q == nullptr) {
     return (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q_rounded;
   }
-  const int64_t start = (static_cast<int64_t>(p.cu_seqlens_q[batch]) + int64_t{batch} * p.block_m) /
-                        p.block_m * p.block_m;
+  const int64_t first_row = detail::packed_rows(p.cu_seqlens_q, batch, p.seqlen_q).start;
+  const int64_t start = (first_row + int64_t{batch} * p.block_m) / p.block_m * p.block_m;
   return static_cast<int64_t>(head) * p.seqlen_q_rounded + start;
 }
 

@@ -36,8 +36,9 @@ __global__ void __launch_bounds__(kPreprocessThreads)
   int seqlen_q = p.seqlen_q;
   int64_t q_start = 0, batch_index = batch, lse_at = 0;
   if (p.cu_seqlens_q != nullptr) {
-    q_start = p.cu_seqlens_q[batch];
-    seqlen_q = p.cu_seqlens_q[batch + 1] - static_cast<int>(q_start);
+    const detail::FlexSequence seq = bwd_sequence(p, batch);
+    q_start = seq.q_start;
+    seqlen_q = seq.seqlen_q;
     if (blockIdx.x * kRowsPerCta >= (seqlen_q + p.block_m - 1) / p.block_m * p.block_m) return;
     batch_index = 0;
     lse_at = static_cast<int64_t>(head) * p.seqlen_q + q_start;  // LSE [heads_q, total_q]

@@ -108,6 +108,8 @@ inline sm80::BwdParams backward_kernel_view(const BackwardProblem& problem, void
       ((a.cu_seqlens_k != nullptr ? a.max_seqlen_k : a.seqlen_k) + block_n - 1) / block_n);
   p.cu_seqlens_q = a.cu_seqlens_q;
   p.cu_seqlens_k = a.cu_seqlens_k;
+  p.max_seqlen_q = static_cast<int>(a.cu_seqlens_q != nullptr ? a.max_seqlen_q : a.seqlen_q);
+  p.max_seqlen_k = static_cast<int>(a.cu_seqlens_k != nullptr ? a.max_seqlen_k : a.seqlen_k);
   p.block_m = block_m;
   p.mask = WindowMask<int>{p.seqlen_q, p.seqlen_k, clamp_window(problem.mask.left, a.seqlen_k),
                            clamp_window(problem.mask.right, a.seqlen_q)};

@@ -24,6 +24,7 @@
 
 #include "common/block_walk.hpp"
 #include "common/flex_scores.hpp"
+#include "common/flex_sequence.hpp"
 #include "common/launch.hpp"
 #include "common/online_softmax.hpp"
 #include "sm80/combine.cuh"
@@ -53,16 +54,18 @@ __device__ __forceinline__ SequenceSlice sequence_slice(const FlexParams<Mask, S
     const int seqlen_q = packed_heads > 0 ? 1 : p.seqlen_q;
     return {b * p.q_batch, b * p.k_batch, b * p.v_batch, 0, 0, seqlen_q, p.seqlen_k, p.seqlen_q, b};
   }
-  const int q_start = fp.cu_seqlens_q[b], k_start = fp.cu_seqlens_k[b];
-  return {q_start * p.q_seq,
-          k_start * p.k_seq,
-          k_start * p.v_seq,
-          q_start * p.o_seq,
-          q_start,
-          fp.cu_seqlens_q[b + 1] - q_start,
-          fp.cu_seqlens_k[b + 1] - k_start,
-          fp.cu_seqlens_q[b + 1] - q_start,
-          0};
+  const detail::FlexSequence s =
+      detail::flex_sequence(fp.cu_seqlens_q, fp.cu_seqlens_k, b, p.seqlen_q, p.seqlen_k);
+  SequenceSlice slice;
+  slice.q_offset = s.q_start * p.q_seq;
+  slice.k_offset = s.k_start * p.k_seq;
+  slice.v_offset = s.k_start * p.v_seq;
+  slice.o_offset = s.q_start * p.o_seq;
+  slice.lse_offset = s.q_start;
+  slice.seqlen_q = slice.rows = s.seqlen_q;
+  slice.seqlen_k = s.seqlen_k;
+  slice.batch = 0;
+  return slice;
 }
 
 // kMayPack: whether fp may be a packed decode (FlexParams::packed_heads); without it the kernel

@@ -67,8 +67,9 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads)
   int64_t q_start = 0, batch_index = batch;
   int64_t tile_row = (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q_rounded + row0;
   if constexpr (Traits::kVarlen) {
-    q_start = p.cu_seqlens_q[batch];
-    seqlen_q = p.cu_seqlens_q[batch + 1] - static_cast<int>(q_start);
+    const detail::FlexSequence seq = sm80::bwd_sequence(p, batch);
+    q_start = seq.q_start;
+    seqlen_q = seq.seqlen_q;
     if (row0 >= seqlen_q) return;
     batch_index = 0;
     tile_row = sm80::workspace_row0(p, batch, head) + row0;

@@ -68,8 +68,7 @@ struct BwdWalk {
     BwdWalk w{n_block, kv_head, batch, p.kv_group, 0, 0, 0};
     const int key_begin = w.n_block * kBlockN;
     if constexpr (kVarlen) {
-      const detail::FlexSequence seq =
-          detail::flex_sequence(p.cu_seqlens_q, p.cu_seqlens_k, w.batch, p.seqlen_q, p.seqlen_k);
+      const detail::FlexSequence seq = sm80::bwd_sequence(p, w.batch);
       w.q_start = seq.q_start;
       w.k_start = seq.k_start;
       w.workspace_start = sm80::workspace_row0(p, w.batch, 0);

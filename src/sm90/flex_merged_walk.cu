@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cub/block/block_scan.cuh>
 
+#include "common/block_walk.hpp"
 #include "common/launch.hpp"
 #include "sm90/flex_launch.hpp"
 #include "sm90/flex_merged_walk.hpp"
@@ -59,9 +60,8 @@ __global__ void __launch_bounds__(kBuildThreads)
     const bool full = l % 2 == 1;
     const int32_t* num_blocks = full ? m.full_kv_num_blocks : m.kv_num_blocks;
     const int64_t row = bh * mq + first_block + block;
-    const int n = block < num_lists && num_blocks != nullptr
-                      ? static_cast<int>(min(max(int64_t{num_blocks[row]}, int64_t{0}), mk))
-                      : 0;
+    const int n =
+        block < num_lists && num_blocks != nullptr ? detail::listed_blocks(num_blocks[row], mk) : 0;
     list_entries[l] = (full ? m.full_kv_indices : m.kv_indices) + row * mk;
     const uint32_t masking = full ? FlexStep::kFull : FlexStep::kPartial;
     list_marks[l] = num_lists == 2 ? masking << (FlexStep::kMaskingBits * block)

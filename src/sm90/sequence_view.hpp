@@ -1,8 +1,10 @@
 // The sequence a tile's rows belong to, for the dense sm90 kernel's two sides. Batch entry b of a
 // dense problem is rows [0, seqlen_q) of its own tensors; sequence b of a varlen batch is rows
 // [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of the packed ones (one TMA batch), over keys
-// [cu_seqlens_k[b], cu_seqlens_k[b + 1]). The producer and the consumers read it from the same
-// arrays, so they agree on every tile without telling each other.
+// [cu_seqlens_k[b], cu_seqlens_k[b + 1]), each clamped into the packed tensors
+// (detail::flex_sequence), so arrays that break their contract never move a store outside O or
+// LSE. The producer and the consumers read it from the same arrays, so they agree on every tile
+// without telling each other.
 //
 // A varlen tile that runs past its sequence's last row reads the next sequence's rows of Q (or
 // zeros past the last one), and a key block past its last key the next sequence's keys: the mask,
