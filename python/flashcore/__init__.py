@@ -8,13 +8,14 @@ and CUDA graphs see it as one op. Importing needs no GPU and no torch.
 import importlib.metadata
 
 from . import _core, flex, jit, mods
-from .flex import BlockMask, attention_varlen, create_block_mask, flex_attention
+from .flex import BlockMask, attention_varlen, check_varlen, create_block_mask, flex_attention
 from .jit import JitCompileError, jit_mask_mod, jit_score_mod
 
 __all__ = [
     "attention",
     "attention_varlen",
     "BlockMask",
+    "check_varlen",
     "create_block_mask",
     "flex_attention",
     "jit",

@@ -315,6 +315,29 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     return (out, lse[0]) if return_lse else out
 
 
+def check_varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    """Checks what attention_varlen does not read before its launch (that would cost a copy and a
+    synchronization, which CUDA graphs and torch.compile cannot have): cu_seqlens_q and
+    cu_seqlens_k, batch + 1 entries each, 0 first, nondecreasing, the packed total (q.shape[0],
+    k.shape[0]) last, no sequence above max_seqlen_q / max_seqlen_k. Copies the arrays to the host
+    (so it synchronizes on GPU tensors); raises ValueError naming what is wrong. Without it a
+    wrong array gives wrong numbers, but the kernels never read or write outside the tensors."""
+    for name, x in (("q", q), ("k", k)):
+        _check_rank(name, x, 3, "[total, heads, head_dim] (packed sequences)")
+    host = {}
+    for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        entries = cu.tolist() if hasattr(cu, "tolist") else list(cu)
+        if not isinstance(entries, list) or any(isinstance(e, list) for e in entries):
+            raise ValueError(f"{name} must be one-dimensional: [batch + 1] cumulative lengths")
+        host[name] = [int(e) for e in entries]
+    if len(host["cu_seqlens_q"]) != len(host["cu_seqlens_k"]):
+        raise ValueError(f"cu_seqlens_q has {len(host['cu_seqlens_q'])} entries and cu_seqlens_k "
+                         f"{len(host['cu_seqlens_k'])}; both are [batch + 1]")
+    for name, total, longest in (("cu_seqlens_q", q.shape[0], max_seqlen_q),
+                                 ("cu_seqlens_k", k.shape[0], max_seqlen_k)):
+        _core.native().check_cu_seqlens(name, host[name], int(total), int(longest))
+
+
 def launch(q, k, v, out, lse, scale, causal, window, softcap, fields, jit_mod, backend):
     """Runs flex attention on [B, S, H, D] views on the current stream: the built-in mods are in
     `fields` (python/src/flex_args.hpp), jit_mod is a jit.Program (its snippets replace those

@@ -22,6 +22,7 @@
 #include "common/launch_status.hpp"
 #include "ext_support.hpp"
 #include "flashcore/attention.hpp"
+#include "flashcore/varlen.hpp"
 #include "flex_args.hpp"
 
 namespace nb = nanobind;
@@ -430,6 +431,19 @@ std::string jit_attention(std::uintptr_t launch, bool has_sm90, bool replaces_ma
   return info.provider;
 }
 
+// flashcore::check_cu_seqlens on a host copy of one array (flashcore.check_varlen copies it).
+void check_cu_seqlens(const std::string& name, const std::vector<int32_t>& cu_seqlens,
+                      int64_t total, int64_t max_seqlen) {
+  if (cu_seqlens.size() < 2) {
+    throw nb::value_error((name + " has " + std::to_string(cu_seqlens.size()) +
+                           " entries; it needs batch + 1 (at least 2): 0, then each sequence's end")
+                              .c_str());
+  }
+  flashcore_python::raise_status(
+      flashcore::check_cu_seqlens(name.c_str(), cu_seqlens.data(),
+                                  static_cast<int64_t>(cu_seqlens.size()) - 1, total, max_seqlen));
+}
+
 // Takes flashcore._unfused.backend()'s capsule; the name check keeps any other capsule out.
 void plug_unfused(nb::capsule backend) {
   if (std::string(backend.name()) != "flashcore.BackendImpl") {
@@ -460,6 +474,9 @@ NB_MODULE(_flashcore, m) {
         "softcap"_a, "backend"_a, "stream"_a, "flex"_a.none() = nb::none(),
         "Runs the flex kernel of a jit mods' shared object (flashcore.jit); returns the "
         "provider that ran (sm90 or sm80).");
+  m.def("check_cu_seqlens", &check_cu_seqlens, "name"_a, "cu_seqlens"_a, "total"_a, "max_seqlen"_a,
+        "Raises ValueError where cu_seqlens (host ints) is not 0 first, nondecreasing, total last "
+        "with no sequence above max_seqlen.");
   m.def("providers", &provider_names, "Names of the backends compiled into this build.");
   m.def("plug_unfused", &plug_unfused, "backend"_a,
         "Plugs the unfused baseline (flashcore._unfused) into this module's registry.");

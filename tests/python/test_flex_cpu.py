@@ -99,6 +99,31 @@ def test_valid_varlen_call_reaches_the_device_check():
                                    causal=True, return_lse=True)
 
 
+def test_check_varlen_passes_valid_arrays():
+    # Empty sequences, one of max_seqlen, k longer than q: all valid.
+    flashcore.check_varlen(packed(10), packed(12), np.array([0, 0, 3, 10], np.int32),
+                           [0, 5, 5, 12], 7, 7)
+
+
+@pytest.mark.parametrize(
+    "cu_q, cu_k, message",
+    [
+        ([0, 3, 2, 10], [0, 5, 5, 12],
+         r"cu_seqlens_q is not sorted: entry 2 \(2\) is below entry 1"),
+        ([1, 3, 10], [0, 5, 12], r"cu_seqlens_q\[0\] is 1; it must be 0"),
+        ([0, 4, 11], [0, 5, 12],
+         r"cu_seqlens_q\[batch\] is 11 but the packed tensors hold 10 rows"),
+        ([0, 3, 10], [0, 2, 12], r"cu_seqlens_k makes sequence 1 10 long, above max_seqlen 7"),
+        ([0, 3, 10], [0, 12], r"cu_seqlens_q has 3 entries and cu_seqlens_k 2"),
+        ([0], [0], r"cu_seqlens_q has 1 entries; it needs batch \+ 1"),
+        (np.zeros((2, 2), np.int32), [0, 12], r"cu_seqlens_q must be one-dimensional"),
+    ],
+)
+def test_check_varlen_names_what_is_wrong(cu_q, cu_k, message):
+    with pytest.raises(ValueError, match=message):
+        flashcore.check_varlen(packed(10), packed(12), cu_q, cu_k, 7, 7)
+
+
 def test_mods_combine_and_reject_what_has_no_meaning():
     m = mods.and_masks(mods.causal(), mods.documents(np.zeros((B, SQ), np.int32)))
     assert m.window == (-1, 0) and "doc_ids_q" in m.fields()
