@@ -101,8 +101,14 @@ struct KvTileWalk {
       const int rows_end = num_lists == 2 && !second ? split_row : num_rows;
       const Lists l = second ? lists[1] : lists[0];
       const int j = second ? i - steps(lists[0]) : i;
-      // A tile past the keys (the tail of a long last KV block) has nothing to see.
-      if (tile * kTileKeys >= seqlen_k) return {tile, TileMasking::kSkip, rows_begin, rows_end};
+      // A tile past the keys (the tail of a long last KV block) has nothing to see, nor has one
+      // outside them (an index outside [0, Mk): a BlockMask that breaks its contract, whose
+      // contents no launch reads first), so that no mask_mod sees a key outside the sequence.
+      // Unsigned, as the sm80 loads test it: a negative index is past the keys, and the product
+      // wraps where a signed one would overflow.
+      if (static_cast<unsigned>(tile) * kTileKeys >= static_cast<unsigned>(seqlen_k)) {
+        return {tile, TileMasking::kSkip, rows_begin, rows_end};
+      }
       return {tile, j < l.num_partial ? TileMasking::kPartial : TileMasking::kFull, rows_begin,
               rows_end};
     }

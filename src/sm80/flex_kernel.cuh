@@ -147,13 +147,16 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
       static_cast<int>(static_cast<int64_t>(walk.count()) * (split + 1) / p.num_splits);
   const Element* q = static_cast<const Element*>(p.q) + seq.q_offset + h * p.q_head +
                      static_cast<int64_t>(row_begin) * p.q_seq;
-  // A tile past the keys (the tail of a long last KV block; the walk skips its math) is all
-  // zero-fill, from the head's first row: no address past the tensor is formed.
+  // A tile past the keys (the tail of a long last KV block; the walk skips its math), or outside
+  // them (a BlockMask index outside [0, Mk)), is all zero-fill, from the head's first row: no
+  // address outside the tensor is formed. Unsigned, as KvTileWalk::at tests it: a negative index
+  // is past the keys, in the instructions of a signed test (64-bit ones cost the loop 1%).
   auto load_kv = [&](char* dst, const Element* base, int64_t row_stride, int i) {
-    const int key0 = walk.tile_index(i) * Traits::kBlockKV;
-    const bool in_keys = key0 < seq.seqlen_k;
-    load_tile_async<Traits, Traits::kBlockKV>(dst, in_keys ? base + key0 * row_stride : base,
-                                              row_stride, in_keys ? seq.seqlen_k - key0 : 0,
+    const unsigned key0 = static_cast<unsigned>(walk.tile_index(i)) * Traits::kBlockKV;
+    const bool in_keys = key0 < static_cast<unsigned>(seq.seqlen_k);
+    const int first_key = static_cast<int>(key0);  // a key of the sequence where in_keys
+    load_tile_async<Traits, Traits::kBlockKV>(dst, in_keys ? base + first_key * row_stride : base,
+                                              row_stride, in_keys ? seq.seqlen_k - first_key : 0,
                                               p.head_dim, tid);
   };
 

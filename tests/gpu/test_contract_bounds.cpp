@@ -1,10 +1,11 @@
 // Device arrays that break their contract never make a kernel touch memory outside its tensors.
 //
-// run() and run_backward() do not read cu_seqlens or a BlockMask's counts before they launch (that
+// run() and run_backward() do not read cu_seqlens or a BlockMask's arrays before they launch (that
 // would cost a copy and a synchronization; check_varlen_on_device and
 // check_block_mask_contents_on_device do it on request), so the kernels clamp what they read:
 // sequences into the packed tensors and the grid (common/flex_sequence.hpp, sm80::bwd_sequence),
-// BlockMask counts into their rows (detail::listed_blocks). Here every output lies between two
+// BlockMask counts into their rows (detail::listed_blocks), and a listed block outside the keys
+// is skipped (KvTileWalk::at; the sm90 merged walks drop it). Here every output lies between two
 // guard regions of a known byte; each hostile array runs on every kernel that reads it (the sm90
 // dense forward with and without its tile list, the sm90 and sm80 flex forwards, both backwards,
 // deterministic or not), and the call must succeed, the device must report no error, and the
@@ -245,42 +246,47 @@ TEST(ContractBounds, HostileCuSeqlensStayInsideEveryGradient) {
   if (ran == 0) GTEST_SKIP() << "this build has no bf16 hd64 or hd128 kernels";
 }
 
-// A BlockMask whose counts leave their rows: one negative, one past the row's num_kv_blocks, and
-// the last row's far past the end of kv_indices. Each walk must read at most its row.
-TEST(ContractBounds, HostileBlockMaskCountsStayInsideTheirRows) {
-  FLASHCORE_REQUIRE_GPU();
+// BlockMasks over [1, kHeadsQ] x 256 x 256 in 128-key blocks: counts [kHeadsQ, 2], indices
+// [kHeadsQ, 2, 2], as the tests below break them.
+constexpr int64_t kMaskSeqlen = 256, kMaskBlock = 128, kMaskBlocks = kMaskSeqlen / kMaskBlock;
+
+// Runs the BlockMask of counts and indices (with a documents mask_mod, every key in the query's
+// document, when documents is set: partial blocks then read doc_ids at each key) on every kernel
+// that walks a BlockMask: the sm90 and sm80 flex forwards and the sm80 backward, deterministic or
+// not. Each call must succeed with no device error and no byte written past an output.
+void expect_block_mask_stays_inside(const std::vector<int32_t>& counts,
+                                    const std::vector<int32_t>& indices, bool documents) {
   std::mt19937_64 rng = fresh_rng();
-  constexpr int64_t kSeqlen = 256, kBlock = 128, kBlocks = kSeqlen / kBlock, kHeadDim = 64;
+  constexpr int64_t kHeadDim = 64;
   if (detail::pruned_reason(DType::kBFloat16, kHeadDim)[0] != '\0') {
     GTEST_SKIP() << "this build has no bf16 hd64 kernels";
   }
-  // [1, kHeadsQ, kBlocks] counts; every row lists blocks 0 and 1 in order.
-  std::vector<int32_t> counts(kHeadsQ * kBlocks, 2), indices(kHeadsQ * kBlocks * kBlocks);
-  for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int32_t>(i % kBlocks);
-  counts[1] = -5;
-  counts[2] = kBlocks + 3;
-  counts.back() = 1 << 24;
   const GuardedBuffer num_blocks = int_array(counts), kv_indices = int_array(indices);
-  const size_t q_bytes = kSeqlen * kHeadsQ * kHeadDim * 2,
-               k_bytes = kSeqlen * kHeadsKv * kHeadDim * 2;
+  const GuardedBuffer doc_ids = int_array(std::vector<int32_t>(kMaskSeqlen, 0));
+  const size_t q_bytes = kMaskSeqlen * kHeadsQ * kHeadDim * 2,
+               k_bytes = kMaskSeqlen * kHeadsKv * kHeadDim * 2;
   GuardedBuffer q(q_bytes), k(k_bytes), v(k_bytes), o(q_bytes), d_o(q_bytes), dq(q_bytes),
-      dk(k_bytes), dv(k_bytes), lse(kSeqlen * kHeadsQ * sizeof(float));
+      dk(k_bytes), dv(k_bytes), lse(kMaskSeqlen * kHeadsQ * sizeof(float));
   for (const GuardedBuffer* b : {&q, &k, &v, &d_o}) b->fill_random(DType::kBFloat16, &rng);
-  flex::BlockMask mask;
-  mask.batch = 1;
-  mask.heads = kHeadsQ;
-  mask.seqlen_q = mask.seqlen_k = kSeqlen;
-  mask.q_block_size = mask.kv_block_size = kBlock;
-  mask.kv_num_blocks = static_cast<const int32_t*>(num_blocks.get());
-  mask.kv_indices = static_cast<const int32_t*>(kv_indices.get());
-  const Strides qs = bshd_strides(kSeqlen, kHeadsQ, kHeadDim);
-  const Strides ks = bshd_strides(kSeqlen, kHeadsKv, kHeadDim);
+  flex::FlexOptions flex;
+  flex.block_mask.batch = 1;
+  flex.block_mask.heads = kHeadsQ;
+  flex.block_mask.seqlen_q = flex.block_mask.seqlen_k = kMaskSeqlen;
+  flex.block_mask.q_block_size = flex.block_mask.kv_block_size = kMaskBlock;
+  flex.block_mask.kv_num_blocks = static_cast<const int32_t*>(num_blocks.get());
+  flex.block_mask.kv_indices = static_cast<const int32_t*>(kv_indices.get());
+  if (documents) {
+    flex.mask.documents =
+        flex::document_mask(static_cast<const int32_t*>(doc_ids.get()), kMaskSeqlen);
+  }
+  const Strides qs = bshd_strides(kMaskSeqlen, kHeadsQ, kHeadDim);
+  const Strides ks = bshd_strides(kMaskSeqlen, kHeadsKv, kHeadDim);
   for (Backend backend : {Backend::kSm90, Backend::kSm80}) {
     if (!backend_runs_here(backend)) continue;
     SCOPED_TRACE(backend_name(backend));
     AttentionParams p;
     p.batch = 1;
-    p.seqlen_q = p.seqlen_k = kSeqlen;
+    p.seqlen_q = p.seqlen_k = kMaskSeqlen;
     p.heads_q = kHeadsQ;
     p.heads_kv = kHeadsKv;
     p.head_dim = kHeadDim;
@@ -289,7 +295,7 @@ TEST(ContractBounds, HostileBlockMaskCountsStayInsideTheirRows) {
     p.v = {v.get(), DType::kBFloat16, ks};
     p.o = {o.get(), DType::kBFloat16, qs};
     p.lse = static_cast<float*>(lse.get());
-    p.flex.block_mask = mask;
+    p.flex = flex;
     p.backend = backend;
     const Status s = run(p);
     ASSERT_TRUE(s.ok()) << s.message;
@@ -300,7 +306,7 @@ TEST(ContractBounds, HostileBlockMaskCountsStayInsideTheirRows) {
   // The backward of flex problems is sm80's.
   BackwardParams b;
   b.batch = 1;
-  b.seqlen_q = b.seqlen_k = kSeqlen;
+  b.seqlen_q = b.seqlen_k = kMaskSeqlen;
   b.heads_q = kHeadsQ;
   b.heads_kv = kHeadsKv;
   b.head_dim = kHeadDim;
@@ -314,7 +320,7 @@ TEST(ContractBounds, HostileBlockMaskCountsStayInsideTheirRows) {
   b.dq = {dq.get(), DType::kBFloat16, qs};
   b.dk = {dk.get(), DType::kBFloat16, ks};
   b.dv = {dv.get(), DType::kBFloat16, ks};
-  b.flex.block_mask = mask;
+  b.flex = flex;
   for (bool deterministic : {false, true}) {
     SCOPED_TRACE(deterministic ? "backward, deterministic" : "backward");
     b.deterministic = deterministic;
@@ -325,6 +331,38 @@ TEST(ContractBounds, HostileBlockMaskCountsStayInsideTheirRows) {
     EXPECT_EQ(dk.guard_bytes_changed(), 0u);
     EXPECT_EQ(dv.guard_bytes_changed(), 0u);
   }
+}
+
+// Every row lists blocks 0 and 1, partial.
+std::vector<int32_t> every_block_listed() {
+  std::vector<int32_t> indices(kHeadsQ * kMaskBlocks * kMaskBlocks);
+  for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int32_t>(i % kMaskBlocks);
+  return indices;
+}
+
+// Counts that leave their rows: one negative, one past the row's num_kv_blocks, and the last
+// row's far past the end of kv_indices. Each walk must read at most its row.
+TEST(ContractBounds, HostileBlockMaskCountsStayInsideTheirRows) {
+  FLASHCORE_REQUIRE_GPU();
+  std::vector<int32_t> counts(kHeadsQ * kMaskBlocks, 2);
+  counts[1] = -5;
+  counts[2] = kMaskBlocks + 3;
+  counts.back() = 1 << 24;
+  expect_block_mask_stays_inside(counts, every_block_listed(), /*documents=*/false);
+}
+
+// Indices outside [0, Mk) under valid counts: negative and far past the keys, in partial lists
+// read with a documents mask_mod (a key outside the sequence would index doc_ids outside it).
+TEST(ContractBounds, HostileBlockMaskIndicesStayInsideTheKeys) {
+  FLASHCORE_REQUIRE_GPU();
+  std::vector<int32_t> indices = every_block_listed();
+  indices[0] = -(1 << 20);
+  indices[3] = 1 << 20;
+  indices[5] = kMaskBlocks;
+  indices[6] = -1;
+  indices[indices.size() - 1] = 1 << 30;
+  expect_block_mask_stays_inside(std::vector<int32_t>(kHeadsQ * kMaskBlocks, 2), indices,
+                                 /*documents=*/true);
 }
 
 }  // namespace

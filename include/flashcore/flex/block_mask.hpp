@@ -52,9 +52,9 @@ Status validate_block_mask_shape(const BlockMask& mask);
 Status check_block_mask_contents(const BlockMask& host_mask);
 
 // The same checks on device arrays: copies them to the host (synchronizes the stream). For tests
-// and debugging; run() never reads the arrays on the host. The kernels clamp each count into
-// [0, Mk], so a wrong count reads no entry outside its row; the indices themselves are not
-// checked there: one outside [0, Mk) breaks the contract these functions check.
+// and debugging; run() never reads the arrays on the host. Without it, wrong arrays give wrong
+// numbers but no access outside the tensors: the kernels clamp each count into [0, Mk] and skip
+// a listed block outside [0, Mk).
 Status check_block_mask_contents_on_device(const BlockMask& device_mask, cudaStream_t stream);
 
 namespace detail {
