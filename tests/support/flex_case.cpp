@@ -51,7 +51,7 @@ FlexTensor random_flex_tensor(int64_t rows, int64_t heads, int64_t head_dim, DTy
 namespace {
 
 // [batch, seqlen] document ids: runs of random lengths 1 .. 2 * span, ids increasing per row.
-std::vector<int32_t> document_ids(int64_t batch, int64_t seqlen, int64_t span,
+std::vector<int32_t> document_ids(int64_t batch, int64_t seqlen, int64_t span, int64_t cycle,
                                   std::mt19937_64* rng) {
   std::uniform_int_distribution<int64_t> length(1, 2 * span);
   std::vector<int32_t> ids(static_cast<size_t>(batch * seqlen));
@@ -60,7 +60,7 @@ std::vector<int32_t> document_ids(int64_t batch, int64_t seqlen, int64_t span,
     for (int64_t i = 0; i < seqlen;) {
       const int64_t end = std::min(seqlen, i + length(*rng));
       for (; i < end; ++i) ids[static_cast<size_t>(b * seqlen + i)] = id;
-      ++id;
+      id = cycle > 0 ? static_cast<int32_t>((id + 1) % cycle) : id + 1;
     }
   }
   return ids;
@@ -151,12 +151,12 @@ void make_flex_data(const FlexCase& c, std::mt19937_64* rng_ptr, FlexData* data)
   // Mod data, host and device.
   std::normal_distribution<float> normal(0.f, 1.f);
   if (c.doc_span > 0) {
-    f.doc_q = document_ids(batch, c.seqlen_q, c.doc_span, &rng);
+    f.doc_q = document_ids(batch, c.seqlen_q, c.doc_span, c.doc_id_cycle, &rng);
     if (c.seqlen_q == c.seqlen_k) {
       f.doc_k = f.doc_q;  // self-attention
     } else {
       // Keys' documents of their own, ids from 1: the queries of document 0 see no key at all.
-      f.doc_k = document_ids(batch, c.seqlen_k, c.doc_span, &rng);
+      f.doc_k = document_ids(batch, c.seqlen_k, c.doc_span, c.doc_id_cycle, &rng);
       for (int32_t& id : f.doc_k) ++id;
     }
   }

@@ -28,7 +28,10 @@ struct FlexCase {
   bool causal = false;
   int64_t window_left = -1, window_right = -1;
   float softcap = 0.f;
-  int64_t doc_span = 0;       // > 0: documents of random lengths 1 .. 2 * doc_span
+  int64_t doc_span = 0;  // > 0: documents of random lengths 1 .. 2 * doc_span
+  // > 0: document k has id k % doc_id_cycle, so an id recurs in documents apart (the mask compares
+  // ids, not positions); 0: ids count up.
+  int64_t doc_id_cycle = 0;
   int64_t prefix = -1;        // >= 0: prefix-LM, per-batch lengths drawn in [0, prefix]
   bool alibi = false;         // per-head slopes
   int64_t bias_distance = 0;  // > 0: relative bias table [Hq, 2 * bias_distance - 1]

@@ -36,6 +36,25 @@ std::vector<FlexCase> flex_cases() {
                        c.dtype = DType::kFloat16, c.doc_span = 40, c.causal = true, c.batch = 2;
                        c.seqlen_q = c.seqlen_k = 257;
                      }),
+      // Documents longer than a tile: most partial tiles (the causal diagonal) lie inside one
+      // document, where the kernels skip the per-column id compares (flex_builtin.hpp's
+      // one_document), and the others straddle a boundary.
+      make_flex_case("documents_longer_than_tiles_causal",
+                     [](FlexCase& c) {
+                       c.doc_span = 300, c.causal = true, c.batch = 2;
+                       c.seqlen_q = c.seqlen_k = 1000, c.block_mask = BlockMaskKind::kFromMask;
+                     }),
+      // Ids that recur in documents apart: a tile whose rows and keys lie in different documents
+      // of one id is all visible (the mask compares ids), with and without a BlockMask.
+      make_flex_case(
+          "documents_recurring_ids",
+          [](FlexCase& c) { c.doc_span = 150, c.doc_id_cycle = 2, c.seqlen_q = c.seqlen_k = 777; }),
+      make_flex_case("documents_recurring_ids_cross_gqa_hd64",
+                     [](FlexCase& c) {
+                       c.doc_span = 200, c.doc_id_cycle = 3, c.seqlen_q = 500, c.seqlen_k = 900;
+                       c.head_dim = 64, c.heads_q = 4, c.heads_kv = 2;
+                       c.block_mask = BlockMaskKind::kFromMask, c.q_block = c.kv_block = 64;
+                     }),
       // Separate q and k documents: queries whose document has no key are fully masked rows.
       make_flex_case("documents_cross_masked_rows",
                      [](FlexCase& c) { c.doc_span = 20, c.seqlen_q = 150, c.seqlen_k = 190; }),
