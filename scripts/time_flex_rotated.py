@@ -3,7 +3,7 @@
 # HBM, beside the dense kernel on the same tiles. Prints, per row, the lab's time per call
 # (peers.time_fn: CUDA events, median) and the device time of the call's kernels (torch.profiler
 # over rotated calls: the attention kernel plus the merged walks' build). B4 H16 S4096 D128 bf16,
-# torch's create_block_mask at BLOCK_SIZE 128, as bench/flex_lab.py.
+# torch's create_block_mask at BLOCK_SIZE 128 (and 64 for documents), as bench/flex_lab.py.
 # Run: PYTHONPATH=bench python3 scripts/time_flex_rotated.py [--only NAME,NAME]
 import statistics
 import sys
@@ -29,9 +29,9 @@ def rotated(batch, seqlen, layout="bhsd"):
             for _ in range(sets)]
 
 
-def block_mask(mask_mod, batch, seqlen=S):
+def block_mask(mask_mod, batch, seqlen=S, block_size=128):
     return create_block_mask(mask_mod, batch, None, seqlen, seqlen, device="cuda",
-                             BLOCK_SIZE=128)
+                             BLOCK_SIZE=block_size)
 
 
 torch.manual_seed(0)
@@ -45,9 +45,9 @@ def docs_mask(span):
     return mods.and_masks(mods.causal(), mods.documents(docs))
 
 
-def flex(mask_mod, batch=None, score_mod=None, sets=None):
+def flex(mask_mod, batch=None, score_mod=None, sets=None, block_size=128):
     sets = inputs if sets is None else sets
-    bm = block_mask(mask_mod, batch, sets[0][0].shape[2])
+    bm = block_mask(mask_mod, batch, sets[0][0].shape[2], block_size)
     return [lambda q=q, k=k, v=v: flashcore.flex_attention(q, k, v, score_mod=score_mod,
                                                            block_mask=bm) for q, k, v in sets]
 
@@ -74,6 +74,8 @@ rows = [  # name, calls over the input sets
     ("flex documents 128's lists, causal only", lambda: same_lists(mods.causal(),
                                                                     docs_mask(128), B)),
     ("flex documents 1024", lambda: flex(docs_mask(1024), B)),
+    ("flex documents 128, BLOCK_SIZE 64", lambda: flex(docs_mask(128), B, block_size=64)),
+    ("flex documents 1024, BLOCK_SIZE 64", lambda: flex(docs_mask(1024), B, block_size=64)),
     ("dense causal B16 S1024 (same tiles)", lambda: dense(B * S // 1024, 1024, causal=True)),
     ("flex sliding 1024", lambda: flex(mods.sliding_window(WINDOW))),
     ("dense sliding 1024", lambda: dense(B, S, causal=True, window=(WINDOW, 0))),

@@ -92,14 +92,18 @@ __device__ __forceinline__ bool one_document(const flex::DocumentMask& docs,
 // compare the row's id with each column's, each column id loaded once per step, and clear the
 // bits of other documents. The mask reads no head, so a packed tile's rows (all query row 0) see
 // the same keys.
+// one_document_step: the caller knows the rows and keys are of one document (the sm90 merged
+// walks' FlexStep::one_document), so the documents are not read at all.
 template <int kMTiles, int kNTiles, int kSpans>
-__host__ __device__ __forceinline__ void builtin_visibility_spans(
-    const flex::BuiltinMask& mask, const FragmentPlace& at, uint32_t (&bits)[kSpans][kMTiles]) {
+__host__ __device__ __forceinline__ void builtin_visibility_spans(const flex::BuiltinMask& mask,
+                                                                  const FragmentPlace& at,
+                                                                  uint32_t (&bits)[kSpans][kMTiles],
+                                                                  bool one_document_step = false) {
   constexpr int kFragRows = 16, kFragCols = 8, kCols = kNTiles * kFragCols;
   constexpr uint32_t kEvenBits = 0x55555555u;    // bit 2 * nt: column e = 0 of each n tile
   const int col0 = at.key0 + 2 * (at.lane % 4);  // the thread's first column
   const flex::DocumentMask& docs = mask.documents;
-  const bool use_docs = docs.doc_ids_q != nullptr;
+  const bool use_docs = docs.doc_ids_q != nullptr && !one_document_step;
   int doc_q[kMTiles][2];
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {

@@ -178,8 +178,9 @@ Status prepare_sm90_flex_workspace(const Problem& problem, void* workspace, Laun
   // A BlockMask is never on a varlen batch (validate_flex.cpp): the plan's tiles are the mask's.
   return launch_status(
       sm90::build_merged_walks(block_mask, plan->args.seqlen_q, plan->args.seqlen_k,
-                               plan->args.num_m_blocks,
-                               static_cast<char*>(workspace) + kTileCounterBytes, walks, stream),
+                               plan->args.num_m_blocks, problem.params.flex.mask.documents,
+                               plan->args.batch, static_cast<char*>(workspace) + kTileCounterBytes,
+                               walks, stream),
       "sm90 flex merged walks");
 #endif
 }

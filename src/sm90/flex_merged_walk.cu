@@ -1,5 +1,6 @@
 // The merged walks' build (flex_merged_walk.hpp says what they are and why).
 #include <algorithm>
+#include <climits>
 #include <cub/block/block_scan.cuh>
 
 #include "common/block_walk.hpp"
@@ -19,12 +20,36 @@ constexpr int kBuildThreads = 128;
 constexpr int kChunkUnits = 512;
 constexpr int kUnitsPerThread = kChunkUnits / kBuildThreads;
 
+constexpr int kWarpLanes = 32;
+
+// Whether rows [row_begin, row_end) and keys [key_begin, key_end) of batch b carry one document id
+// (FlexStep::with_one_document). Called by every lane of a warp: a lane per row and per key, then
+// a min and a max across the warp.
+__device__ bool one_document(const flex::DocumentMask& docs, int b, int row_begin, int row_end,
+                             int key_begin, int key_end) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
+  int lowest = INT_MAX, highest = INT_MIN;
+  for (int q = row_begin + lane; q < row_end; q += kWarpLanes) {
+    const int id = docs.doc_ids_q[b * docs.batch_stride_q + q];
+    lowest = min(lowest, id);
+    highest = max(highest, id);
+  }
+  for (int k = key_begin + lane; k < key_end; k += kWarpLanes) {
+    const int id = docs.doc_ids_k[b * docs.batch_stride_k + k];
+    lowest = min(lowest, id);
+    highest = max(highest, id);
+  }
+  return __reduce_min_sync(0xffffffffu, lowest) >= __reduce_max_sync(0xffffffffu, highest);
+}
+
 // One CTA per walk: walk w is query tile w % num_m_blocks of the BlockMask's (batch, head)
-// w / num_m_blocks (MergedWalks::walk).
+// w / num_m_blocks (MergedWalks::walk). docs: the built-in document mask, or none; batch: the
+// problem's batches, which a BlockMask of batch 1 serves all of.
 template <bool kPaired>
 __global__ void __launch_bounds__(kBuildThreads)
     merged_walk_kernel(const flex::BlockMask m, int seqlen_q, int seqlen_k, int num_m_blocks,
-                       int capacity, int32_t* counts, int32_t* records) {
+                       int capacity, int32_t* counts, int32_t* records,
+                       const flex::DocumentMask docs, int batch) {
   using BlockScan = cub::BlockScan<int, kBuildThreads>;
   __shared__ typename BlockScan::TempStorage scan;
   __shared__ uint32_t marks[kChunkUnits];  // each unit's masking per warpgroup (FlexStep's bits)
@@ -129,13 +154,36 @@ __global__ void __launch_bounds__(kBuildThreads)
     }
     counts[walk] = kPaired ? (written + 1) / 2 : written;
   }
+  if (docs.doc_ids_q == nullptr) return;
+  // The partial units inside one document, a warp each: their consumers then skip the documents'
+  // per-column compares (the diagonal tiles of causal documents at least a tile long:
+  // flex_step.hpp). Every record above is this CTA's write, visible to its threads after the
+  // barrier.
+  __syncthreads();
+  const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
+  const int b_begin = m.batch == 1 ? 0 : static_cast<int>(bh / m.heads);
+  const int b_end = m.batch == 1 ? batch : b_begin + 1;
+  for (int r = warp; r < written; r += kBuildThreads / kWarpLanes) {
+    const int word = walk_records[r];  // rank r is word r, paired or not
+    if (FlexStep::masking(word, 0) != FlexStep::kPartial &&
+        FlexStep::masking(word, 1) != FlexStep::kPartial) {
+      continue;
+    }
+    const int key_begin = FlexStep::tile(word) * kUnitKeys;
+    const int key_end = min(key_begin + kUnitKeys, seqlen_k);
+    bool one = true;
+    for (int b = b_begin; b < b_end && one; ++b) {
+      one = one_document(docs, b, row_begin, row_end, key_begin, key_end);
+    }
+    if (one && threadIdx.x % kWarpLanes == 0) walk_records[r] = FlexStep::with_one_document(word);
+  }
 }
 
 }  // namespace
 
 cudaError_t build_merged_walks(const flex::BlockMask& block_mask, int seqlen_q, int seqlen_k,
-                               int num_m_blocks, void* workspace, MergedWalks* walks,
-                               cudaStream_t stream) {
+                               int num_m_blocks, const flex::DocumentMask& documents, int batch,
+                               void* workspace, MergedWalks* walks, cudaStream_t stream) {
   const int64_t count = merged_walk_count(block_mask, num_m_blocks);
   auto* counts = static_cast<int32_t*>(workspace);
   auto* records = reinterpret_cast<int32_t*>(static_cast<char*>(workspace) +
@@ -147,9 +195,11 @@ cudaError_t build_merged_walks(const flex::BlockMask& block_mask, int seqlen_q, 
   shape.threads = kBuildThreads;
   return needs_paired_walk(block_mask)
              ? detail::launch_kernel(merged_walk_kernel<true>, shape, stream, block_mask, seqlen_q,
-                                     seqlen_k, num_m_blocks, capacity, counts, records)
+                                     seqlen_k, num_m_blocks, capacity, counts, records, documents,
+                                     batch)
              : detail::launch_kernel(merged_walk_kernel<false>, shape, stream, block_mask, seqlen_q,
-                                     seqlen_k, num_m_blocks, capacity, counts, records);
+                                     seqlen_k, num_m_blocks, capacity, counts, records, documents,
+                                     batch);
 }
 
 }  // namespace flashcore::sm90

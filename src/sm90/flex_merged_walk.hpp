@@ -11,6 +11,11 @@
 //    (the counts, then the lists' entries, then the TMA issue) at the start of every tile. A built
 //    walk is one read of its count and one of its records: 0.5-2.5% less kernel time, net of the
 //    build's launch (3-4 us on B4 H16 S4096).
+//  - Under the built-in document mask, the build also marks the partial steps whose rows and keys
+//    carry one document id (FlexStep::with_one_document), whose consumers then read no id: causal
+//    documents of 128 at B4 H16 S4096 D128 (H200, kernel time) 95-97 us -> 85-86 us, the time of
+//    the same lists under causal alone (the warp's own test, flex_builtin.hpp's one_document, got
+//    91-93 us: the compares go, the ids' loads and the warp reductions stay on the step).
 // The workspace is the walks' worst case, every key unit listed: 4 bytes per key unit (64-key
 // block when paired, else 128-key tile) per walk, at most the size of the BlockMask's kv_indices.
 //
@@ -32,6 +37,7 @@
 
 #include "common/workspace_align.hpp"
 #include "flashcore/flex/block_mask_layout.hpp"
+#include "flashcore/flex/mask_mods.hpp"
 #include "sm90/flex_launch.hpp"
 #include "sm90/flex_params.hpp"
 
@@ -72,9 +78,11 @@ inline size_t merged_walk_bytes(const flex::BlockMask& block_mask, int64_t seqle
 }
 
 // Enqueues the build of the merged walks into workspace (merged_walk_bytes of it, 256-byte
-// aligned) and describes them in *walks.
+// aligned) and describes them in *walks. documents: the built-in document mask (doc_ids_q null:
+// none), whose ids mark the partial steps inside one document (FlexStep::with_one_document) over
+// the problem's `batch` batches.
 cudaError_t build_merged_walks(const flex::BlockMask& block_mask, int seqlen_q, int seqlen_k,
-                               int num_m_blocks, void* workspace, MergedWalks* walks,
-                               cudaStream_t stream);
+                               int num_m_blocks, const flex::DocumentMask& documents, int batch,
+                               void* workspace, MergedWalks* walks, cudaStream_t stream);
 
 }  // namespace flashcore::sm90

@@ -12,19 +12,31 @@ namespace flashcore::sm90 {
 // inside both sequences): then the consumers' FlexSteps::begin reads nothing else (no tile state,
 // no mask, no bounds), the common case of a step. A paired step (64-key blocks) has a second word
 // for the stage's second half; its first word's tile is then the first half's 64-key block, and
-// the step is all visible when both words say so.
+// the step is all visible when both words say so. A partial step may also be known to lie inside
+// one document (the merged walks' build checks the built-in document mask's ids): its consumers
+// then evaluate the rest of the built-in mask and skip the documents.
 struct FlexStep {
   enum Masking : int { kSkip = 0, kPartial = 1, kFull = 2, kClassify = 3 };  // kClassify: dense
-  // The word: the tile, above the all-visible bit, above each warpgroup's masking (wg 1 over 0).
+  // The word: the tile, above the one-document bit, above the all-visible bit, above each
+  // warpgroup's masking (wg 1 over 0).
   static constexpr int kMaskingBits = 2;
   static constexpr int kMaskingField = (1 << kMaskingBits) - 1;
   static constexpr int kAllVisibleShift = 2 * kMaskingBits;
-  static constexpr int kTileShift = kAllVisibleShift + 1;
+  static constexpr int kOneDocumentShift = kAllVisibleShift + 1;
+  static constexpr int kTileShift = kOneDocumentShift + 1;
 
   __host__ __device__ static constexpr int pack(int tile, int masking0, int masking1,
                                                 bool all_visible) {
     return tile << kTileShift | static_cast<int>(all_visible) << kAllVisibleShift |
            masking1 << kMaskingBits | masking0;
+  }
+  // The word with its one-document bit set: every row of the tile and every key of the step
+  // (inside the sequences) carry one document id, in every batch the walk serves.
+  __host__ __device__ static constexpr int with_one_document(int step) {
+    return step | 1 << kOneDocumentShift;
+  }
+  __host__ __device__ static constexpr bool one_document(int step) {
+    return (step >> kOneDocumentShift) & 1;
   }
   // The same masking for both warpgroups.
   __host__ __device__ static constexpr int pack(int tile, int masking, bool all_visible) {

@@ -112,10 +112,22 @@ struct FlexSteps {
         if (masking == FlexStep::kSkip || !rows_here || step.key0[half] >= tile.seqlen_k) {
           step.bits[half][0] = 0u;
         } else {
-          detail::visible_elements<Mask, 1, kHalfTiles>(
-              masking == FlexStep::kFull ? detail::TileMasking::kFull
-                                         : detail::TileMasking::kPartial,
-              tile.mask, place(step.key0[half]), step.bits[half]);
+          const detail::TileMasking tile_masking = masking == FlexStep::kFull
+                                                       ? detail::TileMasking::kFull
+                                                       : detail::TileMasking::kPartial;
+          if constexpr (std::is_same_v<Mask, flex::BuiltinMask>) {
+            // A partial half inside one document (its word says so) reads no document id.
+            if (tile_masking == detail::TileMasking::kPartial) {
+              uint32_t span[1][1];  // the half's 64 keys
+              detail::builtin_visibility_spans<1, kHalfTiles, 1>(
+                  tile.mask, place(step.key0[half]), span,
+                  FlexStep::one_document(half == 0 ? record : second));
+              step.bits[half][0] = span[0][0];
+              continue;
+            }
+          }
+          detail::visible_elements<Mask, 1, kHalfTiles>(tile_masking, tile.mask,
+                                                        place(step.key0[half]), step.bits[half]);
         }
       }
       return step;
@@ -146,8 +158,8 @@ struct FlexSteps {
         // The built-in mask's rows once for both halves: each row's key range is the step's, not
         // the half's (common/flex_builtin.hpp).
         if (masking == FlexStep::kPartial) {
-          detail::builtin_visibility_spans<1, kHalfTiles, kHalves>(tile.mask, place(step.key0[0]),
-                                                                   step.bits);
+          detail::builtin_visibility_spans<1, kHalfTiles, kHalves>(
+              tile.mask, place(step.key0[0]), step.bits, FlexStep::one_document(record));
           return step;
         }
       }

@@ -18,15 +18,20 @@ TEST(FlexStep, EveryFieldReadsBackWhatWasPacked) {
   // Tiles up to the largest a walk can name: 64-key blocks of an int32 key count.
   std::uniform_int_distribution<int> tiles(0, (1 << 25) - 1);
   for (int trial = 0; trial < 1000; ++trial) {
-    const int tile = tiles(rng);
+    const int tile = trial == 0 ? (1 << 25) - 1 : tiles(rng);
     for (int m0 = 0; m0 < 4; ++m0) {
       for (int m1 = 0; m1 < 4; ++m1) {
         for (const bool all : {false, true}) {
-          const int word = FlexStep::pack(tile, m0, m1, all);
-          ASSERT_EQ(FlexStep::tile(word), tile);
-          ASSERT_EQ(FlexStep::masking(word, 0), m0);
-          ASSERT_EQ(FlexStep::masking(word, 1), m1);
-          ASSERT_EQ(FlexStep::all_visible(word), all);
+          for (const bool one_document : {false, true}) {
+            const int packed = FlexStep::pack(tile, m0, m1, all);
+            const int word = one_document ? FlexStep::with_one_document(packed) : packed;
+            ASSERT_GE(word, 0);  // the largest tile still fits below the sign bit
+            ASSERT_EQ(FlexStep::tile(word), tile);
+            ASSERT_EQ(FlexStep::masking(word, 0), m0);
+            ASSERT_EQ(FlexStep::masking(word, 1), m1);
+            ASSERT_EQ(FlexStep::all_visible(word), all);
+            ASSERT_EQ(FlexStep::one_document(word), one_document);
+          }
         }
       }
     }
@@ -43,6 +48,7 @@ TEST(FlexStep, OneMaskingIsBothWarpgroups) {
   EXPECT_EQ(FlexStep::masking(0, 0), FlexStep::kSkip);
   EXPECT_EQ(FlexStep::masking(0, 1), FlexStep::kSkip);
   EXPECT_FALSE(FlexStep::all_visible(0));
+  EXPECT_FALSE(FlexStep::one_document(0));
 }
 
 TEST(FlexStep, PastKeyBlockIsTheFirstBlockWithNoKey) {

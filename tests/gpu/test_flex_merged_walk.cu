@@ -3,9 +3,11 @@
 // of one query block, entries outside the key blocks, counts past the row, empty query blocks,
 // key tails, more key units than one chunk of marks, query blocks of 64 and 192 rows, the paired
 // walk (64-key blocks) and the 128-key one (blocks of 256 keys), and a BlockMask broadcast over
-// heads. The walk buffer is poisoned first and its bytes past the walks are checked untouched.
-// The end-to-end results of the kernel on merged walks are test_flex_sm90.cpp's "merged_*" cases.
-// Skips loudly without an sm_90 GPU (the builder is compiled for sm_90a only).
+// heads; and the partial units inside one document of a built-in document mask, marked per batch
+// the walk serves (a BlockMask of batch 1 serves them all). The walk buffer is poisoned first and
+// its bytes past the walks are checked untouched. The end-to-end results of the kernel on merged
+// walks are test_flex_sm90.cpp's "merged_*" cases. Skips loudly without an sm_90 GPU (the builder
+// is compiled for sm_90a only).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -28,7 +30,24 @@ using testing::DeviceBuffer;
 struct WalkCase {
   std::string name;
   int64_t batch, heads, seqlen_q, seqlen_k, q_block, kv_block;
+  // > 0: a built-in document mask (self-attention ids, documents of doc_span tokens) over
+  // problem_batch batches (0: batch), whose partial units inside one document the builder marks.
+  int64_t doc_span = 0, problem_batch = 0;
 };
+
+// Document ids [batch, seqlen]: documents of `span` tokens, each batch's boundaries 37 tokens on
+// from the previous one's, so a unit inside one document in every batch of a broadcast walk
+// exists, and so does one across a boundary (the random lists decide which units are partial).
+std::vector<int32_t> document_ids(int64_t batch, int64_t seqlen, int64_t span) {
+  constexpr int64_t kShift = 37;
+  std::vector<int32_t> ids(static_cast<size_t>(batch * seqlen));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < seqlen; ++i) {
+      ids[static_cast<size_t>(b * seqlen + i)] = static_cast<int32_t>((i + kShift * b) / span);
+    }
+  }
+  return ids;
+}
 
 // Random lists of a BlockMask: each key block absent, partial or full, in shuffled order, plus
 // the oddities the builder must survive: duplicates, a block in both lists, entries outside the
@@ -78,8 +97,9 @@ struct HostWalks {
   std::vector<int32_t> counts;
   std::vector<std::vector<int32_t>> words;  // per walk, its steps' words in order
 };
+// ids: the document ids of `batch` batches of seqlen_q == seqlen_k tokens, or empty.
 HostWalks host_merge(const flex::BlockMask& m, const HostLists& l, int seqlen_q, int seqlen_k,
-                     int num_m_blocks) {
+                     int num_m_blocks, const std::vector<int32_t>& ids, int batch) {
   const bool paired = needs_paired_walk(m);
   const int unit_keys = merged_walk_unit_keys(m);
   const int units = (seqlen_k + unit_keys - 1) / unit_keys;
@@ -124,7 +144,20 @@ HostWalks host_merge(const flex::BlockMask& m, const HostLists& l, int seqlen_q,
       const bool all = masking[0] == FlexStep::kFull && masking[1] == FlexStep::kFull &&
                        row_begin + kFlexTileRows <= seqlen_q &&
                        (it->first + 1) * unit_keys <= seqlen_k;
-      words.push_back(FlexStep::pack(it->first, masking[0], masking[1], all));
+      int word = FlexStep::pack(it->first, masking[0], masking[1], all);
+      // A partial unit whose rows and keys carry one id in every batch the walk serves.
+      bool one =
+          !ids.empty() && (masking[0] == FlexStep::kPartial || masking[1] == FlexStep::kPartial);
+      const int b_begin = m.batch == 1 ? 0 : static_cast<int>(bh / m.heads);
+      const int b_end = m.batch == 1 ? batch : b_begin + 1;
+      for (int b = b_begin; b < b_end && one; ++b) {
+        const int32_t id = ids[static_cast<size_t>(b) * seqlen_q + row_begin];
+        const auto same = [&](int i) { return ids[static_cast<size_t>(b) * seqlen_q + i] == id; };
+        for (int q = row_begin; q < row_end && one; ++q) one = same(q);
+        const int key_end = std::min((it->first + 1) * unit_keys, seqlen_k);
+        for (int k = it->first * unit_keys; k < key_end && one; ++k) one = same(k);
+      }
+      words.push_back(one ? FlexStep::with_one_document(word) : word);
     }
     const int marked = static_cast<int>(words.size());
     if (paired && marked % 2 != 0) {
@@ -176,23 +209,37 @@ TEST_P(MergedWalks, MatchHostMerge) {
   DeviceBuffer workspace(bytes + kGuardBytes);
   ASSERT_EQ(workspace.status(), cudaSuccess);
   CUDA_ASSERT_OK(cudaMemset(workspace.get(), 0xa5, bytes + kGuardBytes));
+  const int batch = static_cast<int>(c.problem_batch > 0 ? c.problem_batch : c.batch);
+  std::vector<int32_t> ids;
+  flex::DocumentMask documents;
+  if (c.doc_span > 0) ids = document_ids(batch, c.seqlen_q, c.doc_span);
+  DeviceBuffer d_ids = upload(ids);
+  if (c.doc_span > 0) {
+    documents = flex::document_mask(static_cast<const int32_t*>(d_ids.get()), c.seqlen_q);
+  }
   flashcore::sm90::MergedWalks walks;
   CUDA_ASSERT_OK(build_merged_walks(m, static_cast<int>(c.seqlen_q), static_cast<int>(c.seqlen_k),
-                                    num_m_blocks, workspace.get(), &walks, nullptr));
+                                    num_m_blocks, documents, batch, workspace.get(), &walks,
+                                    nullptr));
   CUDA_ASSERT_OK(cudaDeviceSynchronize());
   std::vector<unsigned char> raw(bytes + kGuardBytes);
   CUDA_ASSERT_OK(cudaMemcpy(raw.data(), workspace.get(), raw.size(), cudaMemcpyDeviceToHost));
   for (size_t i = bytes; i < raw.size(); ++i) ASSERT_EQ(raw[i], 0xa5) << "written past: byte " << i;
 
   const HostWalks expected = host_merge(m, lists, static_cast<int>(c.seqlen_q),
-                                        static_cast<int>(c.seqlen_k), num_m_blocks);
+                                        static_cast<int>(c.seqlen_k), num_m_blocks, ids, batch);
   const int words_per_step = needs_paired_walk(m) ? 2 : 1;
   const auto* counts_out = reinterpret_cast<const int32_t*>(raw.data());
   const auto* records_out =
       reinterpret_cast<const int32_t*>(raw.data() + (reinterpret_cast<const char*>(walks.records) -
                                                      static_cast<const char*>(workspace.get())));
-  int64_t steps = 0;
+  int64_t steps = 0, one_document = 0, partial = 0;
   for (size_t walk = 0; walk < expected.counts.size(); ++walk) {
+    for (const int32_t word : expected.words[walk]) {
+      one_document += FlexStep::one_document(word);
+      partial += FlexStep::masking(word, 0) == FlexStep::kPartial ||
+                 FlexStep::masking(word, 1) == FlexStep::kPartial;
+    }
     ASSERT_EQ(counts_out[walk], expected.counts[walk]) << "walk " << walk;
     const auto& words = expected.words[walk];
     for (size_t i = 0; i < words.size(); ++i) {
@@ -202,6 +249,10 @@ TEST_P(MergedWalks, MatchHostMerge) {
     steps += expected.counts[walk];
   }
   EXPECT_GT(steps, 0) << "the random lists gave no step at all";
+  if (c.doc_span > 0) {  // both kinds of partial unit, so the marks are tested both ways
+    EXPECT_GT(one_document, 0) << "no partial unit inside one document";
+    EXPECT_LT(one_document, partial) << "every partial unit inside one document";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -210,7 +261,10 @@ INSTANTIATE_TEST_SUITE_P(
                       WalkCase{"q64_kv64_two_chunks_broadcast_heads", 1, 1, 300, 70000, 64, 64},
                       WalkCase{"q64_kv256_tiles", 2, 2, 500, 1300, 64, 256},
                       WalkCase{"q192_kv64_tails", 1, 2, 777, 333, 192, 64},
-                      WalkCase{"q64_kv128_long_keys", 1, 2, 260, 140000, 64, 128}),
+                      WalkCase{"q64_kv128_long_keys", 1, 2, 260, 140000, 64, 128},
+                      WalkCase{"documents_q128_kv128", 2, 2, 1000, 1000, 128, 128, 300},
+                      WalkCase{"documents_paired_broadcast_batch", 1, 1, 900, 900, 64, 64, 400, 3},
+                      WalkCase{"documents_q64_kv256_tails", 2, 1, 777, 777, 64, 256, 500}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace
