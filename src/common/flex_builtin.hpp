@@ -7,8 +7,8 @@
 //   - mask: the window's and prefix-LM's visible keys of a row are one range (prefix-LM's
 //     kv <= q + offset || kv < prefix is kv < max(q + offset + 1, prefix)), computed once per row
 //     and turned into the row's bits as runs, a few integer operations per row. Documents compare
-//     the row's id with the column's, each id loaded once per step, unless the warp's rows and
-//     keys are all of one document (one_document).
+//     the row's id with the column's, each id loaded once per step, unless the sm90 merged walks
+//     found the step's rows and keys all of one document (then no id is read).
 //   - score_mod: bound once per tile on sm90, per step on sm80 (ALiBi's slope loaded once, 32-bit
 //     distances), each part a pass over the fragment behind one uniform branch, softcap with
 //     tanh.approx as the dense kernel's softcap (common/score_scaling.hpp). It runs on every
@@ -18,7 +18,6 @@
 // tests/cpu/test_flex_builtin.cu, which checks both against the functors element by element.
 #pragma once
 
-#include <climits>
 #include <cmath>
 #include <cstdint>
 
@@ -43,41 +42,6 @@ struct FragmentPlace {
   // Tile rows [0, rows()) hold queries; the others are padding, never visible.
   __host__ __device__ int rows() const { return packed_heads > 0 ? packed_heads : seqlen_q; }
 };
-
-// Whether the warp's rows (doc_q: each thread's, as builtin_visibility_spans loads them) and its
-// `keys` keys from at.key0, those inside the sequences, are all of one document. The document mask
-// then hides nothing there, and the per-column compares below are skipped: where documents are at
-// least a tile long, most partial tiles are the causal diagonal inside one document. Measured on
-// the sm90 kernel (H200, B4 H16 S4096 D128, causal documents of 128 under a 128-block BlockMask,
-// kernel time): 95-97 us with the compares on every tile, 91-93 us with this test, 83-85 us for
-// the same lists under causal alone. The ids need not be sorted: this is the mask's own test
-// (equal ids) over the whole fragment, by a min and a max. The keys' ids are read a lane each
-// (coalesced), combined by two warp reductions, so every lane of the warp must call it: every
-// caller's branch is warp-uniform.
-template <int kMTiles>
-__device__ __forceinline__ bool one_document(const flex::DocumentMask& docs,
-                                             const FragmentPlace& at,
-                                             const int (&doc_q)[kMTiles][2], int keys) {
-  constexpr int kFragRows = 16, kWarpLanes = 32;
-  int lowest = INT_MAX, highest = INT_MIN;
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      if (at.row0 + mt * kFragRows + at.lane / 4 + 8 * half < at.rows()) {
-        lowest = min(lowest, doc_q[mt][half]);
-        highest = max(highest, doc_q[mt][half]);
-      }
-    }
-  }
-  const int32_t* ids_k = docs.doc_ids_k + at.b * docs.batch_stride_k;
-  for (int key = at.key0 + at.lane; key < at.key0 + keys && key < at.seqlen_k; key += kWarpLanes) {
-    lowest = min(lowest, ids_k[key]);
-    highest = max(highest, ids_k[key]);
-  }
-  // No row or no key inside the sequences: the ranges hid every element already.
-  return __reduce_min_sync(0xffffffffu, lowest) >= __reduce_max_sync(0xffffffffu, highest);
-}
 
 // Bits as element_visibility's (bit (half * kNTiles + nt) * 2 + e of word mt) for a partial tile
 // of the built-in mask, for kSpans consecutive spans of kNTiles * 8 keys from at.key0 (word mt of
@@ -154,9 +118,6 @@ __host__ __device__ __forceinline__ void builtin_visibility_spans(const flex::Bu
     for (int span = 0; span < kSpans; ++span) bits[span][mt] = words[span];
   }
   if (!use_docs) return;
-#if defined(__CUDA_ARCH__)
-  if (one_document<kMTiles>(docs, at, doc_q, kSpans * kCols)) return;
-#endif
   // Each column's id is loaded and compared with every row's, so no array of column ids stays
   // live (a first version that loaded them all first spilled in sm80's hd128 kernel: 255
   // registers with O live). Columns past the keys are hidden by the ranges already.

@@ -14,8 +14,9 @@
 //  - Under the built-in document mask, the build also marks the partial steps whose rows and keys
 //    carry one document id (FlexStep::with_one_document), whose consumers then read no id: causal
 //    documents of 128 at B4 H16 S4096 D128 (H200, kernel time) 95-97 us -> 85-86 us, the time of
-//    the same lists under causal alone (the warp's own test, flex_builtin.hpp's one_document, got
-//    91-93 us: the compares go, the ids' loads and the warp reductions stay on the step).
+//    the same lists under causal alone. (A test by each warp in the kernel, a min and a max of its
+//    ids over two warp reductions, got 91-93 us there and cost every step that straddles
+//    documents; docs/perf.md, session 27.)
 // The workspace is the walks' worst case, every key unit listed: 4 bytes per key unit (64-key
 // block when paired, else 128-key tile) per walk, at most the size of the BlockMask's kv_indices.
 //
