@@ -148,6 +148,15 @@ void set_varlen(const HostileVarlen& c, const VarlenTensors& t, int64_t head_dim
   p->max_seqlen_k = c.max_k;
 }
 
+// Q, K, V and O, bf16, in AttentionParams or BackwardParams (same names).
+template <typename Params>
+void set_qkvo(void* q, void* k, void* v, void* o, const Strides& qs, const Strides& ks, Params* p) {
+  p->q = {q, DType::kBFloat16, qs};
+  p->k = {k, DType::kBFloat16, ks};
+  p->v = {v, DType::kBFloat16, ks};
+  p->o = {o, DType::kBFloat16, qs};
+}
+
 std::mt19937_64 fresh_rng() {
   const uint64_t seed = std::random_device{}();
   std::printf("[ seed     ] %llu\n", static_cast<unsigned long long>(seed));
@@ -171,10 +180,9 @@ TEST(ContractBounds, HostileCuSeqlensStayInsideEveryForwardTensor) {
         const VarlenTensors t = varlen_tensors(c, head_dim, DType::kBFloat16, &rng);
         AttentionParams p;
         set_varlen(c, t, head_dim, &p);
-        p.q = {t.q.get(), DType::kBFloat16, bshd_strides(c.total_q, kHeadsQ, head_dim)};
-        p.k = {t.k.get(), DType::kBFloat16, bshd_strides(c.total_k, kHeadsKv, head_dim)};
-        p.v = {t.v.get(), DType::kBFloat16, bshd_strides(c.total_k, kHeadsKv, head_dim)};
-        p.o = {t.o.get(), DType::kBFloat16, bshd_strides(c.total_q, kHeadsQ, head_dim)};
+        set_qkvo(t.q.get(), t.k.get(), t.v.get(), t.o.get(),
+                 bshd_strides(c.total_q, kHeadsQ, head_dim),
+                 bshd_strides(c.total_k, kHeadsKv, head_dim), &p);
         p.lse = static_cast<float*>(t.lse.get());
         p.causal = !path.prefix_lm;
         p.backend = path.backend;
@@ -220,10 +228,7 @@ TEST(ContractBounds, HostileCuSeqlensStayInsideEveryGradient) {
           set_varlen(c, t, head_dim, &p);
           const Strides qs = bshd_strides(c.total_q, kHeadsQ, head_dim);
           const Strides ks = bshd_strides(c.total_k, kHeadsKv, head_dim);
-          p.q = {t.q.get(), DType::kBFloat16, qs};
-          p.k = {t.k.get(), DType::kBFloat16, ks};
-          p.v = {t.v.get(), DType::kBFloat16, ks};
-          p.o = {t.o.get(), DType::kBFloat16, qs};
+          set_qkvo(t.q.get(), t.k.get(), t.v.get(), t.o.get(), qs, ks, &p);
           p.d_o = {d_o.get(), DType::kBFloat16, qs};
           p.lse = static_cast<const float*>(t.lse.get());
           p.dq = {dq.get(), DType::kBFloat16, qs};
@@ -281,21 +286,22 @@ void expect_block_mask_stays_inside(const std::vector<int32_t>& counts,
   }
   const Strides qs = bshd_strides(kMaskSeqlen, kHeadsQ, kHeadDim);
   const Strides ks = bshd_strides(kMaskSeqlen, kHeadsKv, kHeadDim);
+  // One sequence of kMaskSeqlen rows under the mask, forward or backward.
+  const auto set_problem = [&](auto* params) {
+    params->batch = 1;
+    params->seqlen_q = params->seqlen_k = kMaskSeqlen;
+    params->heads_q = kHeadsQ;
+    params->heads_kv = kHeadsKv;
+    params->head_dim = kHeadDim;
+    set_qkvo(q.get(), k.get(), v.get(), o.get(), qs, ks, params);
+    params->flex = flex;
+  };
   for (Backend backend : {Backend::kSm90, Backend::kSm80}) {
     if (!backend_runs_here(backend)) continue;
     SCOPED_TRACE(backend_name(backend));
     AttentionParams p;
-    p.batch = 1;
-    p.seqlen_q = p.seqlen_k = kMaskSeqlen;
-    p.heads_q = kHeadsQ;
-    p.heads_kv = kHeadsKv;
-    p.head_dim = kHeadDim;
-    p.q = {q.get(), DType::kBFloat16, qs};
-    p.k = {k.get(), DType::kBFloat16, ks};
-    p.v = {v.get(), DType::kBFloat16, ks};
-    p.o = {o.get(), DType::kBFloat16, qs};
+    set_problem(&p);
     p.lse = static_cast<float*>(lse.get());
-    p.flex = flex;
     p.backend = backend;
     const Status s = run(p);
     ASSERT_TRUE(s.ok()) << s.message;
@@ -305,22 +311,13 @@ void expect_block_mask_stays_inside(const std::vector<int32_t>& counts,
   }
   // The backward of flex problems is sm80's.
   BackwardParams b;
-  b.batch = 1;
-  b.seqlen_q = b.seqlen_k = kMaskSeqlen;
-  b.heads_q = kHeadsQ;
-  b.heads_kv = kHeadsKv;
-  b.head_dim = kHeadDim;
-  b.q = {q.get(), DType::kBFloat16, qs};
-  b.k = {k.get(), DType::kBFloat16, ks};
-  b.v = {v.get(), DType::kBFloat16, ks};
-  b.o = {o.get(), DType::kBFloat16, qs};
+  set_problem(&b);
   b.d_o = {d_o.get(), DType::kBFloat16, qs};
   lse.fill_floats(4.f);
   b.lse = static_cast<const float*>(lse.get());
   b.dq = {dq.get(), DType::kBFloat16, qs};
   b.dk = {dk.get(), DType::kBFloat16, ks};
   b.dv = {dv.get(), DType::kBFloat16, ks};
-  b.flex = flex;
   for (bool deterministic : {false, true}) {
     SCOPED_TRACE(deterministic ? "backward, deterministic" : "backward");
     b.deterministic = deterministic;
