@@ -3,7 +3,8 @@
 # HBM, beside the dense kernel on the same tiles. Prints, per row, the lab's time per call
 # (peers.time_fn: CUDA events, median) and the device time of the call's kernels (torch.profiler
 # over rotated calls: the attention kernel plus the merged walks' build). B4 H16 S4096 D128 bf16,
-# torch's create_block_mask at BLOCK_SIZE 128 (and 64 for documents), as bench/flex_lab.py.
+# torch's create_block_mask at BLOCK_SIZE 128 (and 64 for documents), as bench/flex_lab.py; and
+# varlen batches of 16k tokens with mods (the flex kernel) and without (the dense one).
 # Run: PYTHONPATH=bench python3 scripts/time_flex_rotated.py [--only NAME,NAME]
 import statistics
 import sys
@@ -66,6 +67,28 @@ def same_lists(mask_mod, lists_of, batch):
             for q, k, v in inputs]
 
 
+def varlen(lengths, **kwargs):
+    """Packed sequences of these lengths, causal, over rotated input sets: with ALiBi or sinks
+    (mods) they run on the flex kernel, without on the dense one."""
+    tokens = sum(lengths)
+    cu = torch.tensor([0] + lengths, device="cuda").cumsum(0).int()
+    sets = peers.input_sets(peer_cases.Case(1, H, tokens, D, True, "bf16"))
+    packed = [[torch.randn(tokens, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+              for _ in range(sets)]
+    return [lambda q=q, k=k, v=v: flashcore.attention_varlen(
+        q, k, v, cu, cu, max(lengths), max(lengths), causal=True, **kwargs) for q, k, v in packed]
+
+
+# 16k tokens: documents of random length as the lab's varlen row draws them (mean 1024), and one
+# long document beside many short ones (most of the grid's query tiles empty).
+varlen_generator = torch.Generator().manual_seed(1)
+random_lengths = []
+while sum(random_lengths) < 16384:
+    draw = int(torch.randint(256, 2048, (1,), generator=varlen_generator).item())
+    random_lengths.append(min(draw, 16384 - sum(random_lengths)))
+skewed_lengths = [8192] + [128] * 64
+sinks = torch.rand(H, device="cuda")
+
 rows = [  # name, calls over the input sets
     ("flex documents 128", lambda: flex(docs_mask(128), B)),
     ("dense causal B128 S128 (same tiles)", lambda: dense(B * S // 128, 128, causal=True)),
@@ -83,6 +106,13 @@ rows = [  # name, calls over the input sets
     ("flex ALiBi", lambda: flex(mods.causal(), score_mod=mods.alibi(slopes))),
     ("flex causal", lambda: flex(mods.causal())),
     ("dense causal B4 S4096", lambda: dense(B, S, causal=True)),
+    ("flex varlen random, ALiBi", lambda: varlen(random_lengths, score_mod=mods.alibi(slopes))),
+    ("flex varlen random, sinks", lambda: varlen(random_lengths, sinks=sinks)),
+    ("dense varlen random", lambda: varlen(random_lengths)),
+    ("flex varlen 8192 + 64 x 128, ALiBi", lambda: varlen(skewed_lengths,
+                                                          score_mod=mods.alibi(slopes))),
+    ("flex varlen 8192 + 64 x 128, sinks", lambda: varlen(skewed_lengths, sinks=sinks)),
+    ("dense varlen 8192 + 64 x 128", lambda: varlen(skewed_lengths)),
 ]
 if "--only" in sys.argv:
     wanted = sys.argv[sys.argv.index("--only") + 1].split(",")

@@ -110,14 +110,15 @@ Status launch_functor_flex(FunctorFlex* plan, FunctorLaunchFn launch, const void
   const cudaStream_t stream = a.stream;
   const char* what =
       plan->sm90 ? "sm90 flex_fwd_kernel (functors)" : "sm80 flex_fwd_kernel (functors)";
-  // The sm90 kernel's tile counter and walks, or the sm80 split's partials (run() sizes the same
-  // scratch).
+  // The sm90 kernel's tile counter and walks (or tile list), or the sm80 split's partials (run()
+  // sizes the same scratch).
   const size_t needed = functor_workspace_bytes(*plan);
   void* workspace = a.workspace;
   if (needed > 0 && workspace != nullptr && a.workspace_bytes < needed) {
     return invalid_argument(
         cat("workspace_bytes is ", a.workspace_bytes, " but the ",
-            plan->sm90 ? "sm90 flex kernel's tile counter and walks" : "sm80 split's partials",
+            plan->sm90 ? "sm90 flex kernel's tile counter and walks (or tile list)"
+                       : "sm80 split's partials",
             " need ", needed, "; pass at least that or null to let run_flex allocate it"));
   }
   const bool owned = needed > 0 && workspace == nullptr;

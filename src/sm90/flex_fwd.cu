@@ -15,6 +15,7 @@
 #include "sm90/flex_merged_walk.hpp"
 #include "sm90/kernel_view.hpp"
 #include "sm90/tma_strides.hpp"
+#include "sm90/varlen_tiles.hpp"
 
 namespace flashcore::detail {
 namespace {
@@ -32,6 +33,16 @@ constexpr int flex_head_dim(int64_t head_dim) {
 int flex_num_m_blocks(const AttentionParams& a) {
   const int64_t rows = is_varlen(a) ? a.max_seqlen_q : a.seqlen_q;
   return static_cast<int>((rows + sm90::kFlexTileRows - 1) / sm90::kFlexTileRows);
+}
+
+// Entries of a varlen batch's tile list (varlen_tiles.hpp), or 0 where the grid runs without one:
+// sequences shorter than the longest leave tiles with no rows in the grid, and the producer then
+// takes the others from the list, unless every sequence is the longest.
+int flex_varlen_tile_capacity(const AttentionParams& a) {
+  if (!is_varlen(a) || a.batch * a.max_seqlen_q == a.seqlen_q) return 0;
+  // At most batch * num_m_blocks entries, so the list's tiles fit the grid's int count.
+  return static_cast<int>(
+      sm90::varlen_tile_capacity(a.batch, a.seqlen_q, flex_num_m_blocks(a), sm90::kFlexTileRows));
 }
 
 // The dynamic schedule's tile counter (FwdArgs::tile_counter).
@@ -85,6 +96,7 @@ LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device) 
   in.num_ctas = static_cast<int>(std::min<int64_t>(tiles, device.multiProcessorCount));
   in.dynamic = true;
   in.cluster_ctas = 1;
+  in.varlen_tile_capacity = flex_varlen_tile_capacity(a);
   return in;
 }
 
@@ -152,9 +164,13 @@ const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
   return "";
 }
 
-// The tile counter, then a BlockMask's merged walks (flex_merged_walk.hpp).
+// The tile counter, then a BlockMask's merged walks (flex_merged_walk.hpp) or a varlen batch's
+// tile list (varlen_tiles.hpp): a BlockMask is never on a varlen batch (validate_flex.cpp).
 size_t sm90_flex_workspace_bytes(const Problem& problem) {
   const AttentionParams& a = problem.params;
+  if (const int capacity = flex_varlen_tile_capacity(a); capacity > 0) {
+    return kTileCounterBytes + sm90::varlen_tile_list_bytes(capacity, a.heads_q);
+  }
   return kTileCounterBytes +
          sm90::merged_walk_bytes(a.flex.block_mask, a.seqlen_k, flex_num_m_blocks(a));
 }
@@ -167,12 +183,25 @@ Status prepare_sm90_flex_workspace(const Problem& problem, void* workspace, Laun
 #else
   // The first wave takes tiles 0..num_ctas-1 by CTA index; the counter hands out the rest.
   plan->args.tile_counter = static_cast<int*>(workspace);
+  *walks = {};
+  if (plan->varlen_tile_capacity > 0) {
+    // The list's build zeroes the counter too. It reads the sequences from the grid's
+    // cu_seqlens_q, which the flex kernel takes from FlexArgs instead.
+    const sm90::VarlenTileList list = sm90::varlen_tile_list(
+        plan->args.tile_counter, static_cast<char*>(workspace) + kTileCounterBytes,
+        plan->varlen_tile_capacity);
+    plan->args.varlen_tiles = list.tiles;
+    plan->args.varlen_tile_count = list.count;
+    FwdArgs grid = plan->args;
+    grid.cu_seqlens_q = problem.params.cu_seqlens_q;
+    return launch_status(sm90::build_varlen_tile_list(list, grid, sm90::kFlexTileRows, stream),
+                         "sm90 flex varlen tile list");
+  }
   if (Status s = launch_status(cudaMemsetAsync(plan->args.tile_counter, 0, sizeof(int), stream),
                                "sm90 flex tile counter reset");
       !s.ok()) {
     return s;
   }
-  *walks = {};
   const flex::BlockMask& block_mask = problem.params.flex.block_mask;
   if (!sm90::needs_merged_walks(block_mask)) return {};
   // A BlockMask is never on a varlen batch (validate_flex.cpp): the plan's tiles are the mask's.

@@ -30,11 +30,13 @@ const char* sm90_flex_auto_declines(const Problem& problem, const cudaDeviceProp
 // The sm90 flex kernel's grid and views of problem on device (tile_counter left null).
 sm90::LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device);
 // The kernel's scratch: its tile counter, then the merged walks of a BlockMask
-// (sm90/flex_merged_walk.hpp).
+// (sm90/flex_merged_walk.hpp) or the tile list of a varlen batch whose sequences are not all the
+// longest (sm90/varlen_tiles.hpp).
 size_t sm90_flex_workspace_bytes(const Problem& problem);
 // Enqueues the kernel's scratch in workspace (sm90_flex_workspace_bytes of it) on stream: points
-// plan at the tile counter and resets it, and builds the merged walks of a BlockMask into *walks
-// (left disabled without one). The library's launch and the functors' (api/flex_functors.cu).
+// plan at the tile counter and resets it, builds the merged walks of a BlockMask into *walks (left
+// disabled without one), or a varlen batch's tile list. The library's launch and the functors'
+// (api/flex_functors.cu).
 Status prepare_sm90_flex_workspace(const Problem& problem, void* workspace, sm90::LaunchArgs* plan,
                                    sm90::MergedWalks* walks, cudaStream_t stream);
 Status launch_sm90_flex(const Problem& problem, void* workspace, cudaStream_t stream);

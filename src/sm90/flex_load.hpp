@@ -196,6 +196,13 @@ struct FlexLoad {
     PipelineState write_v = cutlass::make_producer_start_state<Pipeline>();
     TileCursor<1> cursor;
     for (int tile_index = cursor.first();; tile_index = cursor.next(a)) {
+      if (a.varlen_tiles != nullptr) {
+        // A varlen batch's tiles with rows, listed before the launch (varlen_tiles.hpp): the
+        // counter runs over the list, whose entries are grid indices. A runtime test, not a
+        // kernel of its own as in the dense kernel: the flex kernels are already two per head dim
+        // and dtype.
+        tile_index = tile_index < *a.varlen_tile_count ? a.varlen_tiles[tile_index] : a.num_tiles;
+      }
       if (tile_index >= a.num_tiles) {
         TileRing::publish(smem.base.tiles, cursor.taken, tile_index);  // the end
         break;

@@ -17,7 +17,9 @@
 //
 // Where every sequence has max_seqlen_q rows (batch * max_seqlen_q == total_q) no tile is empty,
 // and the grid runs without the list. Only head dims 64 and 128 without softcap have the listed
-// kernel (has_listed_varlen_kernel): each is one more kernel per dtype to build.
+// dense kernel (has_listed_varlen_kernel): each is one more kernel per dtype to build. The flex
+// kernel (varlen batches with mods) takes the list at every head dim, by a runtime test in its
+// producer (flex_load.hpp).
 #pragma once
 
 #include <cuda_runtime_api.h>

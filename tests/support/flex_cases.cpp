@@ -154,6 +154,15 @@ std::vector<FlexCase> flex_cases() {
                        c.lengths_q = {0, 1, 7, 1100, 130, 0, 900, 250, 129, 128, 64, 1000, 3};
                        c.lengths_k = c.lengths_q;
                      }),
+      // The same batch with mods (the flex kernel): more tiles than SMs, most sequences shorter
+      // than the longest, so sm90's producer takes its tiles from the varlen tile list through the
+      // dynamic counter (src/sm90/varlen_tiles.hpp).
+      make_flex_case("many_tiles_varlen_causal_alibi_gqa",
+                     [](FlexCase& c) {
+                       c.causal = true, c.alibi = true, c.heads_q = 8, c.heads_kv = 2;
+                       c.lengths_q = {0, 1, 7, 1100, 130, 0, 900, 250, 129, 128, 64, 1000, 3};
+                       c.lengths_k = c.lengths_q;
+                     }),
       // Head dims above 128: the sm80 hd256 kernel (64-row tiles; the sm90 flex kernel has none,
       // so test_flex_sm90.cpp runs these on auto and expects sm80). 160 and 192 run zero-filled on
       // it. BlockMasks of 64 and of 128 query rows (a tile then lies inside a block), tails.
