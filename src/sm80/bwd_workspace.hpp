@@ -22,15 +22,19 @@ struct KeyGradSlots {
   size_t slot_floats = 0;
 };
 
-// Where the workspace arrays of BwdParams lie, in bytes from its start.
+// Where the workspace arrays of BwdParams lie, in bytes from its start; key_tile_list: the sm90
+// backward's list of a varlen batch's key tiles (sm90/bwd_key_tiles.hpp), key_tile_list_bytes of
+// it (none for the sm80 backward).
 struct WorkspaceLayout {
   int64_t seqlen_q_rounded;
   int64_t num_m_blocks;
   size_t dq_accum, tile_counter, key_grad_arrivals, key_grad_partials, lse_log2, delta, semaphore;
+  size_t key_tile_list;
   size_t total;
 };
 inline WorkspaceLayout workspace_layout(const BackwardProblem& problem, int block_m,
-                                        KeyGradSlots key_grads = {}) {
+                                        KeyGradSlots key_grads = {},
+                                        size_t key_tile_list_bytes = 0) {
   const BackwardParams& a = problem.params;
   WorkspaceLayout w{};
   size_t rows = 0;
@@ -57,7 +61,8 @@ inline WorkspaceLayout workspace_layout(const BackwardProblem& problem, int bloc
   // One per (batch or sequence, query head, query block), num_m_blocks covering max_seqlen_q.
   const size_t semaphores =
       a.deterministic ? static_cast<size_t>(a.batch * a.heads_q * w.num_m_blocks) : 0;
-  w.total = w.semaphore + align_up(semaphores * sizeof(int));
+  w.key_tile_list = w.semaphore + align_up(semaphores * sizeof(int));
+  w.total = w.key_tile_list + align_up(key_tile_list_bytes);
   return w;
 }
 

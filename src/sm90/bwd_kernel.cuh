@@ -4,7 +4,9 @@
 // as a CTA frees up (what one CTA per tile left idle between tiles, K/V loads and dK/dV stores,
 // now overlaps the next tile's; cuDNN's backward is persistent too). Where every tile walks the
 // same steps, the last wave and a half of tiles run as equal ranges of steps (bwd_tail_split.hpp),
-// whose cut tiles' dK and dV meet in the workspace (bwd_key_grad_fixup.hpp). Warp specialized:
+// whose cut tiles' dK and dV meet in the workspace (bwd_key_grad_fixup.hpp). A varlen batch's
+// counter runs over its tiles that hold keys, listed before the launch (bwd_key_tiles.hpp), where
+// a sequence shorter than the longest leaves grid tiles past its keys. Warp specialized:
 //   - producer warp (warpgroup 0, warp 0): picks each tile (or piece of one) and hands its
 //     number to the other roles (TileRing); per piece TMA loads of K and V once the consumers have
 //     retired the last tile's (kv_empty), then per step of the walk Q and dO tiles and the rows'
@@ -33,6 +35,7 @@
 #include "sm80/bwd_kernel_traits.hpp"
 #include "sm80/bwd_preprocess.cuh"
 #include "sm90/bwd_convert.cuh"
+#include "sm90/bwd_key_tiles.hpp"
 #include "sm90/bwd_mainloop.hpp"
 #include "sm90/bwd_traits.hpp"
 
@@ -107,9 +110,9 @@ struct BwdLoad {
     BwdPieceCursor cursor;
     int kv_loads = 0;  // pieces whose K and V this CTA loaded
     BwdWalk walk;
-    for (int index = cursor.first(params.tail.split);
+    for (int index = listed(params, cursor.first(params.tail.split));
          schedule.publish(smem, cursor.published, index, &walk);
-         index = cursor.next(params.tail.split, p.tile_counter)) {
+         index = listed(params, cursor.next(params.tail.split, p.tile_counter))) {
       if (walk.steps == 0) continue;  // dK = dV = 0: the consumers store them, nothing to load
       load_key_tiles(params, smem, kv_loads++, issuer,
                      local_tile(sequence_rows(mK, walk.kv_head, walk, walk.k_start), KvTile{},
@@ -145,6 +148,18 @@ struct BwdLoad {
     }
     // Keeps the warp alive until the consumers released every stage it filled.
     pipeline.producer_tail(write);
+  }
+
+  // A varlen batch's counter runs over its list of the tiles that hold keys (bwd_key_tiles.hpp):
+  // position index's tile, or the end past the list. Varlen never cuts tiles, so a piece is a tile.
+  __device__ static int listed(const BwdKernelParams<Traits>& params, int index) {
+    if constexpr (Traits::kVarlen) {
+      if (params.listed_tiles != nullptr) {
+        return index < *params.listed_count ? params.listed_tiles[index]
+                                            : params.tail.split.end_piece();
+      }
+    }
+    return index;
   }
 
   // The (row, dim) slice of head of m whose rows the walk's tiles count from: batch entry
@@ -305,7 +320,8 @@ auto bwd_gmem_tensor(const void* data, int seqlen, int heads, int batch, int64_t
 // preprocess, this kernel, convert; the softcap and varlen kernels are instantiations of their
 // own. Element is cutlass::half_t or cutlass::bfloat16_t.
 template <typename Element, int kHeadDim, bool kSoftcap, bool kVarlen>
-cudaError_t launch_backward(const sm80::BwdParams& p, const BwdTail& tail, cudaStream_t stream) {
+cudaError_t launch_backward(const sm80::BwdParams& p, const BwdTail& tail,
+                            const BwdKeyTileList& key_tiles, cudaStream_t stream) {
   using Traits = BwdTraits<Element, kHeadDim, kSoftcap, kVarlen>;
   // The preprocess and convert kernels take the CUDA element type and read only its chunking.
   using CudaElement =
@@ -350,6 +366,19 @@ cudaError_t launch_backward(const sm80::BwdParams& p, const BwdTail& tail, cudaS
   detail::LaunchShape shape;
   if (cudaError_t err = persistent_schedule(&params, tail, &shape.grid); err != cudaSuccess)
     return err;
+  if constexpr (kVarlen) {
+    if (key_tiles.enabled()) {
+      // Built from the order the kernel runs; a list names whole tiles, which varlen's are.
+      if (tail.split.split_steps != 0) return cudaErrorInvalidValue;
+      if (cudaError_t err =
+              build_bwd_key_tile_list(key_tiles, params.order, p, Traits::kBlockN, stream);
+          err != cudaSuccess) {
+        return err;
+      }
+      params.listed_tiles = key_tiles.tiles;
+      params.listed_count = key_tiles.count;
+    }
+  }
   shape.threads = Traits::kThreads;
   shape.smem_bytes = Traits::kSmemBytes;
   if (cudaError_t err = detail::launch_kernel(kernel, shape, stream, params); err != cudaSuccess) {
@@ -360,36 +389,38 @@ cudaError_t launch_backward(const sm80::BwdParams& p, const BwdTail& tail, cudaS
 
 template <typename Element, int kHeadDim, bool kVarlen>
 cudaError_t launch_backward_softcap(const sm80::BwdParams& p, const BwdTail& tail,
-                                    cudaStream_t stream) {
-  return p.softcapped ? launch_backward<Element, kHeadDim, true, kVarlen>(p, tail, stream)
-                      : launch_backward<Element, kHeadDim, false, kVarlen>(p, tail, stream);
+                                    const BwdKeyTileList& key_tiles, cudaStream_t stream) {
+  return p.softcapped
+             ? launch_backward<Element, kHeadDim, true, kVarlen>(p, tail, key_tiles, stream)
+             : launch_backward<Element, kHeadDim, false, kVarlen>(p, tail, key_tiles, stream);
 }
 
 template <typename Element, int kHeadDim>
 cudaError_t launch_backward_varlen(const sm80::BwdParams& p, const BwdTail& tail,
-                                   cudaStream_t stream) {
+                                   const BwdKeyTileList& key_tiles, cudaStream_t stream) {
   return p.cu_seqlens_q != nullptr
-             ? launch_backward_softcap<Element, kHeadDim, true>(p, tail, stream)
-             : launch_backward_softcap<Element, kHeadDim, false>(p, tail, stream);
+             ? launch_backward_softcap<Element, kHeadDim, true>(p, tail, key_tiles, stream)
+             : launch_backward_softcap<Element, kHeadDim, false>(p, tail, key_tiles, stream);
 }
 
 template <int kHeadDim>
-cudaError_t launch_backward_head_dim(const sm80::BwdParams& p, const BwdTail& tail, bool bf16,
+cudaError_t launch_backward_head_dim(const sm80::BwdParams& p, const BwdTail& tail,
+                                     const BwdKeyTileList& key_tiles, bool bf16,
                                      cudaStream_t stream) {
   if (bf16) {
     if constexpr (detail::kernel_built(DType::kBFloat16, kHeadDim)) {
-      return launch_backward_varlen<cutlass::bfloat16_t, kHeadDim>(p, tail, stream);
+      return launch_backward_varlen<cutlass::bfloat16_t, kHeadDim>(p, tail, key_tiles, stream);
     }
   } else {
     if constexpr (detail::kernel_built(DType::kFloat16, kHeadDim)) {
-      return launch_backward_varlen<cutlass::half_t, kHeadDim>(p, tail, stream);
+      return launch_backward_varlen<cutlass::half_t, kHeadDim>(p, tail, key_tiles, stream);
     }
   }
   return cudaErrorInvalidDeviceFunction;
 }
 
-#define FLASHCORE_SM90_BWD_INSTANTIATE(D)                                                        \
-  template cudaError_t launch_backward_head_dim<D>(const sm80::BwdParams&, const BwdTail&, bool, \
-                                                   cudaStream_t);
+#define FLASHCORE_SM90_BWD_INSTANTIATE(D)                                                  \
+  template cudaError_t launch_backward_head_dim<D>(const sm80::BwdParams&, const BwdTail&, \
+                                                   const BwdKeyTileList&, bool, cudaStream_t);
 
 }  // namespace flashcore::sm90

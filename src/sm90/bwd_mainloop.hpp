@@ -34,6 +34,10 @@ struct BwdKernelParams {
   // The persistent schedule (bwd_tile_order.hpp, bwd_tail_split.hpp), computed on the host.
   BwdTileOrder order;
   BwdTail tail;
+  // Varlen: the order's tiles that hold keys, listed before the launch (bwd_key_tiles.hpp), and
+  // how many; null: the counter runs over the order itself.
+  const int* listed_tiles;
+  const int* listed_count;
 };
 
 // The query blocks a tile (one key block of one kv head) walks: for each query head of the kv

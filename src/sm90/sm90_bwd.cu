@@ -12,6 +12,7 @@
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
 #include "sm80/bwd_workspace.hpp"
+#include "sm90/bwd_key_tiles.hpp"
 #include "sm90/sm90_bwd.hpp"
 #include "sm90/tma_strides.hpp"
 
@@ -100,12 +101,22 @@ sm90::BwdTailSplit sm90_backward_tail_split(const BackwardProblem& problem, int 
 
 namespace {
 
-// How the launch on the current device cuts the schedule's last tiles, and the workspace slots
-// its cut tiles need.
+// How the launch on the current device cuts the schedule's last tiles, the workspace slots its cut
+// tiles need, and the bytes of a varlen batch's key tile list (0: none).
 struct TailPlan {
   sm90::BwdTailSplit split;
   KeyGradSlots slots;
+  size_t key_tile_list_bytes;
 };
+
+#if FLASHCORE_HAS_SM90
+// Whether a varlen batch's grid has tiles past a sequence's keys (sm90/bwd_key_tiles.hpp): some
+// sequence has fewer keys than the longest.
+bool lists_key_tiles(const BackwardProblem& problem) {
+  const BackwardParams& a = problem.params;
+  return problem.is_varlen() && a.batch * a.max_seqlen_k != a.seqlen_k;
+}
+#endif
 
 TailPlan tail_plan(const BackwardProblem& problem) {
   cudaDeviceProp device{};
@@ -113,16 +124,23 @@ TailPlan tail_plan(const BackwardProblem& problem) {
       current_device_properties(&device).ok() ? device.multiProcessorCount : 1;  // 1: no cut
   const sm90::BwdTailSplit split = sm90_backward_tail_split(problem, ctas);
   const int head_dim = static_cast<int>(problem.params.head_dim);
+  size_t list_bytes = 0;
+#if FLASHCORE_HAS_SM90
+  // Varlen never cuts its tiles, so the split's tiles are the order's.
+  if (lists_key_tiles(problem)) list_bytes = sm90::bwd_key_tile_list_bytes(split.num_tiles());
+#endif
   return {split,
           {static_cast<size_t>(split.slots()),
-           static_cast<size_t>(2 * sm90::bwd_block_n(head_dim)) * head_dim}};
+           static_cast<size_t>(2 * sm90::bwd_block_n(head_dim)) * head_dim},
+          list_bytes};
 }
 
 }  // namespace
 
 size_t sm90_backward_workspace_bytes(const BackwardProblem& problem) {
+  const TailPlan plan = tail_plan(problem);
   return workspace_layout(problem, sm90::bwd_block_m(static_cast<int>(problem.params.head_dim)),
-                          tail_plan(problem).slots)
+                          plan.slots, plan.key_tile_list_bytes)
       .total;
 }
 
@@ -136,7 +154,8 @@ Status launch_sm90_backward(const BackwardProblem& problem, void* workspace, cud
   const int head_dim = static_cast<int>(problem.params.head_dim);
   const int block_m = sm90::bwd_block_m(head_dim);
   const TailPlan plan = tail_plan(problem);
-  const WorkspaceLayout w = workspace_layout(problem, block_m, plan.slots);
+  const WorkspaceLayout w =
+      workspace_layout(problem, block_m, plan.slots, plan.key_tile_list_bytes);
   const sm80::BwdParams p =
       backward_kernel_view(problem, workspace, block_m, sm90::bwd_block_n(head_dim), plan.slots);
   char* base = static_cast<char*>(workspace);
@@ -148,21 +167,25 @@ Status launch_sm90_backward(const BackwardProblem& problem, void* workspace, cud
   // mode's semaphores) start at zero; LSE and D are written in full by the preprocess.
   cudaError_t zeroed = cudaMemsetAsync(base + w.dq_accum, 0, w.lse_log2 - w.dq_accum, stream);
   if (zeroed == cudaSuccess && problem.params.deterministic) {
-    zeroed = cudaMemsetAsync(base + w.semaphore, 0, w.total - w.semaphore, stream);
+    zeroed = cudaMemsetAsync(base + w.semaphore, 0, w.key_tile_list - w.semaphore, stream);
   }
   if (cudaError_t err = zeroed; err != cudaSuccess) {
     cudaGetLastError();
     return {StatusCode::kCudaError,
             std::string("sm90 backward: zeroing the workspace failed: ") + cudaGetErrorString(err)};
   }
+  const sm90::BwdKeyTileList key_tiles =
+      plan.key_tile_list_bytes > 0
+          ? sm90::bwd_key_tile_list(base + w.key_tile_list, plan.split.num_tiles())
+          : sm90::BwdKeyTileList{};
   const bool bf16 = problem.params.q.dtype == DType::kBFloat16;
   cudaError_t err = cudaErrorInvalidDeviceFunction;
   if (head_dim == 64) {
     if constexpr (head_dim_built(64))
-      err = sm90::launch_backward_head_dim<64>(p, tail, bf16, stream);
+      err = sm90::launch_backward_head_dim<64>(p, tail, key_tiles, bf16, stream);
   } else if (head_dim == 128) {
     if constexpr (head_dim_built(128))
-      err = sm90::launch_backward_head_dim<128>(p, tail, bf16, stream);
+      err = sm90::launch_backward_head_dim<128>(p, tail, key_tiles, bf16, stream);
   } else if (head_dim == 256) {
     if constexpr (head_dim_built(256)) err = sm90::launch_backward_hd256(p, tail, bf16, stream);
   }

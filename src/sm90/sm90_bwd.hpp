@@ -9,6 +9,7 @@
 
 #include "common/backward_problem.hpp"
 #include "sm80/bwd_params.hpp"
+#include "sm90/bwd_key_tiles.hpp"
 #include "sm90/bwd_tail_split.hpp"
 
 namespace flashcore::sm90 {
@@ -22,9 +23,11 @@ constexpr int bwd_block_m(int head_dim) { return head_dim <= 64 ? 128 : 64; }
 // The preprocess, main and convert launches of one backward (bwd_kernel.cuh), defined in
 // sm90_bwd_hd<D>.cu for D = 64 and 128 when the build has them.
 // split: how the schedule's last tiles are cut (bwd_tail_split.hpp), with p's workspace sized
-// for its slots.
+// for its slots; key_tiles: a varlen batch's key tile list to build and run (bwd_key_tiles.hpp),
+// or disabled.
 template <int kHeadDim>
-cudaError_t launch_backward_head_dim(const sm80::BwdParams& p, const BwdTail& tail, bool bf16,
+cudaError_t launch_backward_head_dim(const sm80::BwdParams& p, const BwdTail& tail,
+                                     const BwdKeyTileList& key_tiles, bool bf16,
                                      cudaStream_t stream);
 // The same for head dim 256 (bwd256_kernel.cuh, sm90_bwd_hd256.cu).
 cudaError_t launch_backward_hd256(const sm80::BwdParams& p, const BwdTail& tail, bool bf16,
