@@ -19,13 +19,19 @@ __global__ void __launch_bounds__(kConvertThreads)
   using Element = typename Traits::Element;
   constexpr int kThreadsPerRow = Traits::kChunksPerRow;
   constexpr int kRowsPerCta = kConvertThreads / kThreadsPerRow;
-  const int row = blockIdx.x * kRowsPerCta + threadIdx.x / kThreadsPerRow;
+  int row = blockIdx.x * kRowsPerCta + threadIdx.x / kThreadsPerRow;
   const int chunk = threadIdx.x % kThreadsPerRow;
-  const int head = blockIdx.y, batch = blockIdx.z;
-  // Varlen: sequence batch's rows, at their place in the packed dq.
+  const int head = blockIdx.y;
+  int batch = blockIdx.z;
+  // Varlen: the grid covers the workspace rows (workspace_row_owner), each CTA's inside one query
+  // block of one sequence, whose rows go to their place in the packed dq.
   int seqlen_q = p.seqlen_q;
   int64_t q_start = 0, batch_index = batch;
   if (p.cu_seqlens_q != nullptr) {
+    const WorkspaceRowOwner owner = workspace_row_owner(p, int64_t{blockIdx.x} * kRowsPerCta);
+    if (owner.batch < 0) return;
+    batch = owner.batch;
+    row = owner.row + static_cast<int>(threadIdx.x) / kThreadsPerRow;
     const detail::FlexSequence seq = bwd_sequence(p, batch);
     q_start = seq.q_start;
     seqlen_q = seq.seqlen_q;
@@ -49,11 +55,11 @@ template <typename Traits>
 cudaError_t launch_bwd_convert(const BwdParams& p, cudaStream_t stream) {
   constexpr int kRowsPerCta = kConvertThreads / Traits::kChunksPerRow;
   detail::LaunchShape shape;
-  // Dense: seqlen_q rows; varlen: the longest sequence's (num_m_blocks whole blocks).
-  const int64_t rows =
-      p.cu_seqlens_q != nullptr ? static_cast<int64_t>(p.num_m_blocks) * p.block_m : p.seqlen_q;
+  // Dense: seqlen_q rows of each batch entry; varlen: the workspace's seqlen_q_rounded rows.
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int64_t rows = varlen ? p.seqlen_q_rounded : p.seqlen_q;
   shape.grid = dim3(static_cast<unsigned>((rows + kRowsPerCta - 1) / kRowsPerCta),
-                    static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
+                    static_cast<unsigned>(p.heads_q), static_cast<unsigned>(varlen ? 1 : p.batch));
   shape.threads = kConvertThreads;
   return detail::launch_kernel(bwd_convert_kernel<Traits>, shape, stream, p);
 }

@@ -98,6 +98,37 @@ FLASHCORE_HOST_DEVICE int64_t workspace_row0(const BwdParams& p, int batch, int 
   return static_cast<int64_t>(head) * p.seqlen_q_rounded + start;
 }
 
+// Varlen: the sequence whose workspace rows (workspace_row0's layout: each sequence padded to whole
+// query blocks) hold workspace row `row` of every head, and the row's index in that sequence;
+// batch -1 for the rows no sequence has (the rounding past the last). The preprocess and convert
+// kernels run a varlen batch over its workspace rows this way rather than over max_seqlen_q rows of
+// every sequence, whose CTAs past a shorter sequence's rows had nothing to do: one 8192-token
+// sequence beside 64 of 128 tokens took the preprocess 655 us against 25 us for the long sequence
+// alone (H200, docs/perf.md session 28). Sequences start in increasing order (each one a whole
+// number of blocks past the previous one's rows), so a binary search finds the last one starting
+// at or before row. A cu_seqlens_q that breaks its contract (decreasing) may leave rows unowned;
+// the rows a search finds are still that sequence's, inside the workspace.
+struct WorkspaceRowOwner {
+  int batch;  // -1: none
+  int row;    // in the sequence
+};
+FLASHCORE_HOST_DEVICE WorkspaceRowOwner workspace_row_owner(const BwdParams& p, int64_t row) {
+  int lo = 0, hi = p.batch - 1;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (workspace_row0(p, mid, 0) <= row) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const int64_t start = workspace_row0(p, lo, 0);
+  const int64_t padded =
+      (int64_t{bwd_sequence(p, lo).seqlen_q} + p.block_m - 1) / p.block_m * p.block_m;
+  if (row < start || row >= start + padded) return {-1, 0};
+  return {lo, static_cast<int>(row - start)};
+}
+
 // What the flex backward receives: the dense view (sizes, strides, workspace, varlen arrays) and
 // the forward's mods, with the window ANDed into the mask and softcap composed last into the
 // score_mod (common/flex_problem.hpp), and its BlockMask.

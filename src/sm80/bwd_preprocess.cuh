@@ -27,19 +27,24 @@ __global__ void __launch_bounds__(kPreprocessThreads)
   constexpr int kThreadsPerRow = Traits::kChunksPerRow;
   constexpr int kRowsPerCta = kPreprocessThreads / kThreadsPerRow;
   static_assert(kWarpSize % kThreadsPerRow == 0, "a row's lanes lie in one warp");
-  const int row = blockIdx.x * kRowsPerCta + threadIdx.x / kThreadsPerRow;
+  int row = blockIdx.x * kRowsPerCta + threadIdx.x / kThreadsPerRow;
   const int chunk = threadIdx.x % kThreadsPerRow;
-  const int head = blockIdx.y, batch = blockIdx.z;
+  const int head = blockIdx.y;
+  int batch = blockIdx.z;
   // The grid covers exactly num_m_blocks whole query blocks (a multiple of every kRowsPerCta), so
-  // every lane reaches the shuffles below. Varlen: sequence batch's rows, padded to whole blocks
-  // (the CTAs past them, which hold the next sequence's rows, leave at once, all together).
+  // every lane reaches the shuffles below. Varlen: the grid covers the workspace rows, each CTA's
+  // inside one query block of one sequence (workspace_row_owner); a CTA of rows no sequence has
+  // leaves at once, all together.
   int seqlen_q = p.seqlen_q;
   int64_t q_start = 0, batch_index = batch, lse_at = 0;
   if (p.cu_seqlens_q != nullptr) {
+    const WorkspaceRowOwner owner = workspace_row_owner(p, int64_t{blockIdx.x} * kRowsPerCta);
+    if (owner.batch < 0) return;
+    batch = owner.batch;
+    row = owner.row + static_cast<int>(threadIdx.x) / kThreadsPerRow;
     const detail::FlexSequence seq = bwd_sequence(p, batch);
     q_start = seq.q_start;
     seqlen_q = seq.seqlen_q;
-    if (blockIdx.x * kRowsPerCta >= (seqlen_q + p.block_m - 1) / p.block_m * p.block_m) return;
     batch_index = 0;
     lse_at = static_cast<int64_t>(head) * p.seqlen_q + q_start;  // LSE [heads_q, total_q]
   } else {
@@ -83,10 +88,13 @@ cudaError_t launch_bwd_preprocess(const BwdParams& p, cudaStream_t stream) {
   static_assert(Traits::kBlockM % kRowsPerCta == 0,
                 "the grid covers whole query blocks (the kernel's shuffles need every lane)");
   detail::LaunchShape shape;
-  // num_m_blocks * block_m rows: seqlen_q_rounded when dense, the longest sequence's when varlen.
-  const int64_t rows = static_cast<int64_t>(p.num_m_blocks) * p.block_m;
+  // Dense: num_m_blocks * block_m rows (seqlen_q_rounded) of each batch entry. Varlen: the
+  // workspace's seqlen_q_rounded rows, every sequence's padded blocks among them.
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int64_t rows =
+      varlen ? p.seqlen_q_rounded : static_cast<int64_t>(p.num_m_blocks) * p.block_m;
   shape.grid = dim3(static_cast<unsigned>((rows + kRowsPerCta - 1) / kRowsPerCta),
-                    static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
+                    static_cast<unsigned>(p.heads_q), static_cast<unsigned>(varlen ? 1 : p.batch));
   shape.threads = kPreprocessThreads;
   return detail::launch_kernel(bwd_preprocess_kernel<Traits>, shape, stream, p);
 }

@@ -40,8 +40,8 @@ struct DqTileOrder {
 };
 
 // One CTA per (query block, head, batch), one thread per consumer thread of the main kernel.
-// Varlen: batch is the sequence, whose rows go to their place in the packed dq; the grid covers
-// the longest sequence, and the CTAs past this one's rows leave at once.
+// Varlen: one per (workspace query block, head), whose sequence (sm80::workspace_row_owner) has its
+// rows go to their place in the packed dq.
 //
 // The tile goes through shared memory so that dq is written in whole 16-byte row chunks: written
 // straight from the accumulator order, each warp store covered 8 rows x 16 bytes, and every load
@@ -61,12 +61,18 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads)
   __shared__ uint4 staged[kRows * kChunksPerRow];
   auto slot = [](int row, int chunk) { return row * kChunksPerRow + (chunk ^ (row % 8)); };
 
-  const int row0 = blockIdx.x * kRows;
-  const int head = blockIdx.y, batch = blockIdx.z;
+  int row0 = blockIdx.x * kRows;
+  const int head = blockIdx.y;
+  int batch = blockIdx.z;
   int seqlen_q = p.seqlen_q;
   int64_t q_start = 0, batch_index = batch;
   int64_t tile_row = (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q_rounded + row0;
   if constexpr (Traits::kVarlen) {
+    // The grid covers the workspace rows, a query block of one sequence per CTA.
+    const sm80::WorkspaceRowOwner owner = sm80::workspace_row_owner(p, row0);
+    if (owner.batch < 0) return;
+    batch = owner.batch;
+    row0 = owner.row;
     const detail::FlexSequence seq = sm80::bwd_sequence(p, batch);
     q_start = seq.q_start;
     seqlen_q = seq.seqlen_q;
@@ -104,9 +110,11 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads)
 template <typename Traits, typename Element>
 cudaError_t launch_bwd_convert(const sm80::BwdParams& p, cudaStream_t stream) {
   detail::LaunchShape shape;
-  // num_m_blocks: seqlen_q_rounded / kBlockM when dense, the longest sequence's when varlen.
-  shape.grid = dim3(static_cast<unsigned>(p.num_m_blocks), static_cast<unsigned>(p.heads_q),
-                    static_cast<unsigned>(p.batch));
+  // Dense: num_m_blocks (seqlen_q_rounded / kBlockM) blocks of each batch entry. Varlen: the
+  // workspace's seqlen_q_rounded rows in blocks (sm80::workspace_row_owner).
+  const int blocks = Traits::kVarlen ? p.seqlen_q_rounded / Traits::kBlockM : p.num_m_blocks;
+  shape.grid = dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(p.heads_q),
+                    static_cast<unsigned>(Traits::kVarlen ? 1 : p.batch));
   shape.threads = Traits::kConsumerThreads;
   return detail::launch_kernel(bwd_convert_kernel<Traits, Element>, shape, stream, p);
 }

@@ -1,9 +1,9 @@
 // The clamps that keep device arrays which break their contract inside the tensors, on the host
 // (they are host-device functions, so CI without a GPU runs them): detail::packed_rows and
-// flex_sequence (cu_seqlens into the packed totals), sm80::bwd_sequence and workspace_row0 (the
-// backward's grid and workspace), detail::listed_blocks (BlockMask counts into their rows) and
-// KvTileWalk::at (listed tiles outside the keys skipped). The kernels' side, with guard bytes
-// around every output, is tests/gpu/test_contract_bounds.cpp.
+// flex_sequence (cu_seqlens into the packed totals), sm80::bwd_sequence, workspace_row0 and
+// workspace_row_owner (the backward's grid and workspace), detail::listed_blocks (BlockMask counts
+// into their rows) and KvTileWalk::at (listed tiles outside the keys skipped). The kernels' side,
+// with guard bytes around every output, is tests/gpu/test_contract_bounds.cpp.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -98,6 +98,57 @@ TEST(ContractClamps, BackwardSequencesStayInsideItsGridAndWorkspace) {
   dense.max_seqlen_q = dense.max_seqlen_k = 0;
   EXPECT_EQ(sm80::bwd_sequence(dense, 1).seqlen_q, 300);
   EXPECT_EQ(sm80::bwd_sequence(dense, 1).seqlen_k, 320);
+}
+
+// The preprocess and convert kernels run a varlen batch over its workspace rows
+// (sm80::workspace_row_owner): every padded row of every sequence maps back to that sequence and
+// its row, and every other row of the head to none.
+TEST(WorkspaceRowOwner, EachSequencesPaddedRowsAndNoOthers) {
+  // Empty sequences, whole and partial blocks, one past max_seqlen_q (clamped to 64 rows).
+  const std::vector<int32_t> cu_q{0, 0, 64, 65, 65, 130, 200, 300}, cu_k{0, 1, 2, 3, 4, 5, 6, 7};
+  sm80::BwdParams p = varlen_backward(cu_q.data(), cu_k.data(), 7);
+  p.max_seqlen_q = 70;
+  std::vector<int> owner_of(static_cast<size_t>(p.seqlen_q_rounded), -1);
+  std::vector<int> row_of(owner_of.size(), 0);
+  for (int b = 0; b < p.batch; ++b) {
+    const int64_t start = sm80::workspace_row0(p, b, 0);
+    const int64_t padded =
+        (int64_t{sm80::bwd_sequence(p, b).seqlen_q} + p.block_m - 1) / p.block_m * p.block_m;
+    for (int64_t r = 0; r < padded; ++r) {
+      ASSERT_LT(start + r, p.seqlen_q_rounded);
+      ASSERT_EQ(owner_of[static_cast<size_t>(start + r)], -1) << "rows of two sequences meet";
+      owner_of[static_cast<size_t>(start + r)] = b;
+      row_of[static_cast<size_t>(start + r)] = static_cast<int>(r);
+    }
+  }
+  int owned = 0;
+  for (int64_t w = 0; w < p.seqlen_q_rounded; ++w) {
+    const sm80::WorkspaceRowOwner owner = sm80::workspace_row_owner(p, w);
+    EXPECT_EQ(owner.batch, owner_of[static_cast<size_t>(w)]) << "workspace row " << w;
+    if (owner.batch >= 0) {
+      ++owned;
+      EXPECT_EQ(owner.row, row_of[static_cast<size_t>(w)]) << "workspace row " << w;
+    }
+  }
+  EXPECT_EQ(owned, 64 + 64 + 128 + 128 + 128)
+      << "sequences 1, 2, 4, 5 and 6 (100 rows, clamped to 70)";
+}
+
+TEST(WorkspaceRowOwner, HostileCuSeqlensOwnOnlyTheirOwnRows) {
+  // Decreasing, negative and past the total: a row found is inside its sequence's padded rows,
+  // which lie inside the head's workspace rows.
+  const std::vector<int32_t> cu_q{0, 250, -40, 5000, 100, 100}, cu_k{0, 1, 2, 3, 4, 5};
+  const sm80::BwdParams p = varlen_backward(cu_q.data(), cu_k.data(), 5);
+  for (int64_t w = 0; w < p.seqlen_q_rounded; ++w) {
+    const sm80::WorkspaceRowOwner owner = sm80::workspace_row_owner(p, w);
+    if (owner.batch < 0) continue;
+    ASSERT_LT(owner.batch, p.batch);
+    const int64_t padded = (int64_t{sm80::bwd_sequence(p, owner.batch).seqlen_q} + p.block_m - 1) /
+                           p.block_m * p.block_m;
+    EXPECT_GE(owner.row, 0) << "workspace row " << w;
+    EXPECT_LT(owner.row, padded) << "workspace row " << w;
+    EXPECT_EQ(sm80::workspace_row0(p, owner.batch, 0) + owner.row, w) << "workspace row " << w;
+  }
 }
 
 TEST(ContractClamps, BlockMaskCountsStayInsideTheirRows) {
