@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "api/validate_backward.hpp"
 #include "common/backward_problem.hpp"
@@ -276,6 +277,34 @@ BackwardParams varlen_params() {
   p.max_seqlen_q = 200;
   p.max_seqlen_k = 400;
   return p;
+}
+
+// The sm90 backward's varlen workspace adds the list of its key tiles (sm90/bwd_key_tiles.hpp)
+// where a sequence has fewer keys than max_seqlen_k, and nothing where every one has that many.
+TEST(BackwardValidation, Sm90VarlenWorkspaceHoldsTheKeyTileListWhereSequencesDiffer) {
+  cudaDeviceProp h100{};
+  h100.major = 9;
+  h100.sharedMemPerBlockOptin = 227 * 1024;
+  BackwardParams p = varlen_params();  // 3 sequences, 500 keys, max_seqlen_k 400
+  const std::string why = detail::sm90_backward_rejects(detail::make_backward_problem(p), h100);
+  if (why.find("not in this build") != std::string::npos) {
+    GTEST_SKIP() << "this build has no sm90 kernels: " << why;
+  }
+  ASSERT_EQ(why, "");
+  const auto bytes = [](const BackwardParams& params) {
+    return std::pair{detail::sm80_backward_workspace_bytes(detail::make_backward_problem(params)),
+                     detail::sm90_backward_workspace_bytes(detail::make_backward_problem(params))};
+  };
+  // 2 kv heads x 3 sequences x 4 key blocks of 128: the count and 24 tiles, each region from an
+  // aligned boundary (the selection's scratch too, where a device answers cub's size query).
+  const auto [sm80_listed, sm90_listed] = bytes(p);
+  EXPECT_GE(sm90_listed, sm80_listed + 2 * detail::kWorkspaceAlign);
+  // Three sequences of 400 keys each: no tile past a sequence's keys, no list.
+  p.seqlen_k = 1200;
+  for (auto* t : {&p.k, &p.v}) t->strides = bshd_strides(1200, 2, 128);
+  for (auto* t : {&p.dk, &p.dv}) t->strides = bshd_strides(1200, 2, 128);
+  const auto [sm80_plain, sm90_plain] = bytes(p);
+  EXPECT_EQ(sm90_plain, sm80_plain);
 }
 
 TEST(BackwardValidation, VarlenAndFlexParamsPass) {
