@@ -22,24 +22,24 @@ __global__ void __launch_bounds__(kConvertThreads)
   int row = blockIdx.x * kRowsPerCta + threadIdx.x / kThreadsPerRow;
   const int chunk = threadIdx.x % kThreadsPerRow;
   const int head = blockIdx.y;
-  int batch = blockIdx.z;
   // Varlen: the grid covers the workspace rows (workspace_row_owner), each CTA's inside one query
   // block of one sequence, whose rows go to their place in the packed dq.
   int seqlen_q = p.seqlen_q;
-  int64_t q_start = 0, batch_index = batch;
+  int64_t q_start = 0, batch_index = blockIdx.z;
+  int64_t workspace_row = 0;  // the head's row 0 of the sequence or batch entry
   if (p.cu_seqlens_q != nullptr) {
     const WorkspaceRowOwner owner = workspace_row_owner(p, int64_t{blockIdx.x} * kRowsPerCta);
     if (owner.batch < 0) return;
-    batch = owner.batch;
     row = owner.row + static_cast<int>(threadIdx.x) / kThreadsPerRow;
-    const detail::FlexSequence seq = bwd_sequence(p, batch);
-    q_start = seq.q_start;
-    seqlen_q = seq.seqlen_q;
+    q_start = owner.seq.q_start;
+    seqlen_q = owner.seq.seqlen_q;
     batch_index = 0;
+    workspace_row = owner.row0(p, head);
+  } else {
+    workspace_row = workspace_row0(p, static_cast<int>(blockIdx.z), head);
   }
   if (row >= seqlen_q) return;
-  const float* src =
-      p.dq_accum + (workspace_row0(p, batch, head) + row) * Traits::kHeadDim + chunk * kChunkElems;
+  const float* src = p.dq_accum + (workspace_row + row) * Traits::kHeadDim + chunk * kChunkElems;
   const float4 lo = *reinterpret_cast<const float4*>(src);
   const float4 hi = *reinterpret_cast<const float4*>(src + 4);
   uint32_t packed[4] = {pack2<Element>(lo.x * p.scale, lo.y * p.scale),

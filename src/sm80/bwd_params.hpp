@@ -107,10 +107,19 @@ FLASHCORE_HOST_DEVICE int64_t workspace_row0(const BwdParams& p, int batch, int 
 // alone (H200, docs/perf.md session 28). Sequences start in increasing order (each one a whole
 // number of blocks past the previous one's rows), so a binary search finds the last one starting
 // at or before row. A cu_seqlens_q that breaks its contract (decreasing) may leave rows unowned;
-// the rows a search finds are still that sequence's, inside the workspace.
+// the rows a search finds are still that sequence's, inside the workspace. The owner keeps what
+// the search bound (the sequence and its first workspace row), which its kernels use rather than
+// read cu_seqlens again.
 struct WorkspaceRowOwner {
-  int batch;  // -1: none
-  int row;    // in the sequence
+  int batch;                 // -1: none
+  int row;                   // in the sequence
+  detail::FlexSequence seq;  // bwd_sequence(p, batch)
+  int64_t start;             // workspace_row0(p, batch, 0)
+
+  // workspace_row0(p, batch, head).
+  FLASHCORE_HOST_DEVICE int64_t row0(const BwdParams& p, int head) const {
+    return static_cast<int64_t>(head) * p.seqlen_q_rounded + start;
+  }
 };
 FLASHCORE_HOST_DEVICE WorkspaceRowOwner workspace_row_owner(const BwdParams& p, int64_t row) {
   int lo = 0, hi = p.batch - 1;
@@ -122,11 +131,12 @@ FLASHCORE_HOST_DEVICE WorkspaceRowOwner workspace_row_owner(const BwdParams& p, 
       hi = mid - 1;
     }
   }
-  const int64_t start = workspace_row0(p, lo, 0);
-  const int64_t padded =
-      (int64_t{bwd_sequence(p, lo).seqlen_q} + p.block_m - 1) / p.block_m * p.block_m;
-  if (row < start || row >= start + padded) return {-1, 0};
-  return {lo, static_cast<int>(row - start)};
+  WorkspaceRowOwner owner{-1, 0, bwd_sequence(p, lo), workspace_row0(p, lo, 0)};
+  const int64_t padded = (int64_t{owner.seq.seqlen_q} + p.block_m - 1) / p.block_m * p.block_m;
+  if (row < owner.start || row >= owner.start + padded) return owner;
+  owner.batch = lo;
+  owner.row = static_cast<int>(row - owner.start);
+  return owner;
 }
 
 // What the flex backward receives: the dense view (sizes, strides, workspace, varlen arrays) and

@@ -30,25 +30,25 @@ __global__ void __launch_bounds__(kPreprocessThreads)
   int row = blockIdx.x * kRowsPerCta + threadIdx.x / kThreadsPerRow;
   const int chunk = threadIdx.x % kThreadsPerRow;
   const int head = blockIdx.y;
-  int batch = blockIdx.z;
   // The grid covers exactly num_m_blocks whole query blocks (a multiple of every kRowsPerCta), so
   // every lane reaches the shuffles below. Varlen: the grid covers the workspace rows, each CTA's
   // inside one query block of one sequence (workspace_row_owner); a CTA of rows no sequence has
   // leaves at once, all together.
   int seqlen_q = p.seqlen_q;
-  int64_t q_start = 0, batch_index = batch, lse_at = 0;
+  int64_t q_start = 0, batch_index = blockIdx.z, lse_at = 0;
+  int64_t workspace_row = 0;  // the head's row 0 of the sequence or batch entry
   if (p.cu_seqlens_q != nullptr) {
     const WorkspaceRowOwner owner = workspace_row_owner(p, int64_t{blockIdx.x} * kRowsPerCta);
     if (owner.batch < 0) return;
-    batch = owner.batch;
     row = owner.row + static_cast<int>(threadIdx.x) / kThreadsPerRow;
-    const detail::FlexSequence seq = bwd_sequence(p, batch);
-    q_start = seq.q_start;
-    seqlen_q = seq.seqlen_q;
+    q_start = owner.seq.q_start;
+    seqlen_q = owner.seq.seqlen_q;
     batch_index = 0;
     lse_at = static_cast<int64_t>(head) * p.seqlen_q + q_start;  // LSE [heads_q, total_q]
+    workspace_row = owner.row0(p, head);
   } else {
-    lse_at = (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q;
+    lse_at = (batch_index * p.heads_q + head) * p.seqlen_q;
+    workspace_row = workspace_row0(p, static_cast<int>(blockIdx.z), head);
   }
 
   float dot = 0.f;
@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kPreprocessThreads)
     dot += __shfl_xor_sync(0xffffffffu, dot, lanes);
   }
   if (chunk != 0) return;
-  const int64_t at = workspace_row0(p, batch, head) + row;
+  const int64_t at = workspace_row + row;
   float lse_log2 = INFINITY;
   if (row < seqlen_q) {
     const float lse = p.lse[lse_at + row];

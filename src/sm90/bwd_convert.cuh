@@ -63,22 +63,19 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads)
 
   int row0 = blockIdx.x * kRows;
   const int head = blockIdx.y;
-  int batch = blockIdx.z;
   int seqlen_q = p.seqlen_q;
-  int64_t q_start = 0, batch_index = batch;
-  int64_t tile_row = (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q_rounded + row0;
+  int64_t q_start = 0, batch_index = blockIdx.z;
+  int64_t tile_row = (batch_index * p.heads_q + head) * p.seqlen_q_rounded + row0;
   if constexpr (Traits::kVarlen) {
     // The grid covers the workspace rows, a query block of one sequence per CTA.
     const sm80::WorkspaceRowOwner owner = sm80::workspace_row_owner(p, row0);
     if (owner.batch < 0) return;
-    batch = owner.batch;
     row0 = owner.row;
-    const detail::FlexSequence seq = sm80::bwd_sequence(p, batch);
-    q_start = seq.q_start;
-    seqlen_q = seq.seqlen_q;
+    q_start = owner.seq.q_start;
+    seqlen_q = owner.seq.seqlen_q;
     if (row0 >= seqlen_q) return;
     batch_index = 0;
-    tile_row = sm80::workspace_row0(p, batch, head) + row0;
+    tile_row = owner.row0(p, head) + row0;
   }
   const float* tile = p.dq_accum + tile_row * Traits::kHeadDim;
   Element* dq = static_cast<Element*>(p.dq) + batch_index * p.dq_batch + q_start * p.dq_seq +

@@ -9,19 +9,16 @@
 namespace flashcore::sm90 {
 namespace {
 
-// Whether tile number t's first key lies inside its sequence.
+// Whether tile number t's first key lies inside its sequence, as the kernel's walk binds it
+// (sm80::bwd_sequence: clamped into the packed keys and to max_seqlen_k; BwdWalk::at).
 struct TileHasKeys {
   BwdTileOrder order;
-  const int32_t* cu_seqlens_k;
-  int max_seqlen_k;
+  sm80::BwdParams p;
   int block_n;
 
   __device__ bool operator()(int t) const {
     const BwdTileOrder::Tile tile = order.tile(t);
-    const int64_t length =
-        int64_t{cu_seqlens_k[tile.batch + 1]} - int64_t{cu_seqlens_k[tile.batch]};
-    const int64_t keys = length < max_seqlen_k ? length : max_seqlen_k;
-    return int64_t{tile.n_block} * block_n < keys;
+    return int64_t{tile.n_block} * block_n < sm80::bwd_sequence(p, tile.batch).seqlen_k;
   }
 };
 
@@ -62,8 +59,8 @@ BwdKeyTileList bwd_key_tile_list(void* region, int num_tiles) {
 cudaError_t build_bwd_key_tile_list(const BwdKeyTileList& list, const BwdTileOrder& order,
                                     const sm80::BwdParams& p, int block_n, cudaStream_t stream) {
   size_t bytes = list.scratch_bytes;
-  return select(list.scratch, bytes, TileHasKeys{order, p.cu_seqlens_k, p.max_seqlen_k, block_n},
-                list.tiles, list.count, order.num_tiles(), stream);
+  return select(list.scratch, bytes, TileHasKeys{order, p, block_n}, list.tiles, list.count,
+                order.num_tiles(), stream);
 }
 
 }  // namespace flashcore::sm90

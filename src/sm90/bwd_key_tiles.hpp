@@ -39,9 +39,8 @@ struct BwdKeyTileList {
 size_t bwd_key_tile_list_bytes(int num_tiles);
 // Describes the list at region (bwd_key_tile_list_bytes(num_tiles) bytes, 256-byte aligned).
 BwdKeyTileList bwd_key_tile_list(void* region, int num_tiles);
-// Enqueues the selection of order's tiles whose first key lies inside their sequence of p (its
-// cu_seqlens_k; lengths clamped to [0, max_seqlen_k] as sm80::bwd_sequence does), block_n keys a
-// tile.
+// Enqueues the selection of order's tiles whose first key lies inside their sequence of p
+// (sm80::bwd_sequence's, as the kernel's walk binds it), block_n keys a tile.
 cudaError_t build_bwd_key_tile_list(const BwdKeyTileList& list, const BwdTileOrder& order,
                                     const sm80::BwdParams& p, int block_n, cudaStream_t stream);
 

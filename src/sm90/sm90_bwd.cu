@@ -103,7 +103,7 @@ namespace {
 
 // How the launch on the current device cuts the schedule's last tiles, the workspace slots its cut
 // tiles need, and the bytes of a varlen batch's key tile list (0: none).
-struct TailPlan {
+struct SchedulePlan {
   sm90::BwdTailSplit split;
   KeyGradSlots slots;
   size_t key_tile_list_bytes;
@@ -118,7 +118,7 @@ bool lists_key_tiles(const BackwardProblem& problem) {
 }
 #endif
 
-TailPlan tail_plan(const BackwardProblem& problem) {
+SchedulePlan schedule_plan(const BackwardProblem& problem) {
   cudaDeviceProp device{};
   const int ctas =
       current_device_properties(&device).ok() ? device.multiProcessorCount : 1;  // 1: no cut
@@ -138,7 +138,7 @@ TailPlan tail_plan(const BackwardProblem& problem) {
 }  // namespace
 
 size_t sm90_backward_workspace_bytes(const BackwardProblem& problem) {
-  const TailPlan plan = tail_plan(problem);
+  const SchedulePlan plan = schedule_plan(problem);
   return workspace_layout(problem, sm90::bwd_block_m(static_cast<int>(problem.params.head_dim)),
                           plan.slots, plan.key_tile_list_bytes)
       .total;
@@ -153,7 +153,7 @@ Status launch_sm90_backward(const BackwardProblem& problem, void* workspace, cud
 #else
   const int head_dim = static_cast<int>(problem.params.head_dim);
   const int block_m = sm90::bwd_block_m(head_dim);
-  const TailPlan plan = tail_plan(problem);
+  const SchedulePlan plan = schedule_plan(problem);
   const WorkspaceLayout w =
       workspace_layout(problem, block_m, plan.slots, plan.key_tile_list_bytes);
   const sm80::BwdParams p =

@@ -25,6 +25,7 @@
 namespace flashcore::sm90 {
 namespace {
 
+using testing::cu_seqlens_of;
 using testing::DeviceBuffer;
 
 constexpr unsigned char kPoison = 0x7b;
@@ -70,9 +71,12 @@ void expect_list_matches(const KeyTileCase& c) {
             cudaSuccess);
   const BwdKeyTileList list = bwd_key_tile_list(region.get(), num_tiles);
   ASSERT_TRUE(list.enabled());
+  // The batch's view as the backward's walk binds a sequence (sm80::bwd_sequence): these keys,
+  // queries of the same lengths.
   sm80::BwdParams p{};
-  p.cu_seqlens_k = static_cast<const int32_t*>(cu.get());
-  p.max_seqlen_k = c.max_seqlen_k;
+  p.cu_seqlens_q = p.cu_seqlens_k = static_cast<const int32_t*>(cu.get());
+  p.seqlen_q = p.seqlen_k = c.cu_seqlens_k.back();
+  p.max_seqlen_q = p.max_seqlen_k = c.max_seqlen_k;
   ASSERT_EQ(build_bwd_key_tile_list(list, order, p, kBlockN, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
@@ -88,35 +92,28 @@ void expect_list_matches(const KeyTileCase& c) {
     ASSERT_EQ(tiles[i], expected[i]) << "list entry " << i;
   }
   // The entries past the count stay as they were.
-  std::vector<unsigned char> poison(sizeof(int), kPoison);
   int poisoned = 0;
-  std::memcpy(&poisoned, poison.data(), sizeof(int));
+  std::memset(&poisoned, kPoison, sizeof(poisoned));
   for (size_t i = expected.size(); i < tiles.size(); ++i) {
     ASSERT_EQ(tiles[i], poisoned) << "list entry " << i << " past the count was written";
   }
 }
 
-std::vector<int32_t> cumulative(const std::vector<int32_t>& lengths) {
-  std::vector<int32_t> cu{0};
-  for (int32_t n : lengths) cu.push_back(cu.back() + n);
-  return cu;
-}
-
 std::vector<KeyTileCase> key_tile_cases() {
   std::mt19937_64 rng(std::random_device{}());
   std::vector<KeyTileCase> cases;
-  cases.push_back({"short_and_empty", cumulative({0, 1, 7, 127, 128, 129, 0, 1000}), 1000});
-  cases.push_back({"short_and_empty_reversed", cumulative({0, 1, 7, 127, 128, 129, 0, 1000}), 1000,
-                   2, 3, true});
-  cases.push_back({"lengths_past_max_seqlen_k", cumulative({300, 1000, 20}), 600, 2, 1});
+  cases.push_back({"short_and_empty", cu_seqlens_of({0, 1, 7, 127, 128, 129, 0, 1000}), 1000});
+  cases.push_back({"short_and_empty_reversed", cu_seqlens_of({0, 1, 7, 127, 128, 129, 0, 1000}),
+                   1000, 2, 3, true});
+  cases.push_back({"lengths_past_max_seqlen_k", cu_seqlens_of({300, 1000, 20}), 600, 2, 1});
   cases.push_back({"decreasing_cu_seqlens", {0, 200, 150, 600}, 450, 4, 2});
-  cases.push_back({"one_section", cumulative({5000, 3, 900}), 5000, 8, 64});
+  cases.push_back({"one_section", cu_seqlens_of({5000, 3, 900}), 5000, 8, 64});
   std::vector<int32_t> many;  // one long sequence beside many short ones: a grid of 120k tiles
   std::uniform_int_distribution<int32_t> short_length(0, 300);
   for (int b = 0; b < 1500; ++b) many.push_back(short_length(rng));
   many[777] = 5000;
-  cases.push_back({"many_sequences", cumulative(many), 5000, 2, 16});
-  cases.push_back({"many_sequences_reversed", cumulative(many), 5000, 2, 16, true});
+  cases.push_back({"many_sequences", cu_seqlens_of(many), 5000, 2, 16});
+  cases.push_back({"many_sequences_reversed", cu_seqlens_of(many), 5000, 2, 16, true});
   return cases;
 }
 
@@ -124,12 +121,9 @@ class BwdKeyTileListBuild : public ::testing::TestWithParam<KeyTileCase> {};
 
 TEST_P(BwdKeyTileListBuild, MatchesHostSelection) {
   FLASHCORE_REQUIRE_GPU();
-  cudaDeviceProp device{};
-  ASSERT_EQ(cudaGetDeviceProperties(&device, 0), cudaSuccess);
-  if (device.major != 9 || device.minor != 0) {
+  if (!testing::on_sm90()) {
     GTEST_SKIP() << "backward key tile list test skipped: the build is sm_90a code and the GPU is "
-                    "sm_"
-                 << device.major << device.minor;
+                    "not sm_90";
   }
   expect_list_matches(GetParam());
 }

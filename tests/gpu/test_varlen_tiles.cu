@@ -26,6 +26,7 @@
 namespace flashcore::sm90 {
 namespace {
 
+using testing::cu_seqlens_of;
 using testing::DeviceBuffer;
 
 constexpr unsigned char kPoison = 0x7b;
@@ -136,30 +137,24 @@ void expect_list_matches(const ListCase& c) {
   }
 }
 
-std::vector<int32_t> cumulative(const std::vector<int32_t>& lengths) {
-  std::vector<int32_t> cu{0};
-  for (int32_t n : lengths) cu.push_back(cu.back() + n);
-  return cu;
-}
-
 std::vector<ListCase> list_cases() {
   std::mt19937_64 rng(std::random_device{}());
   std::vector<ListCase> cases;
-  cases.push_back({"short_and_empty", cumulative({0, 1, 7, 127, 128, 129, 0, 1000}), 128, 8});
-  cases.push_back({"lengths_past_the_grid", cumulative({300, 1000, 20}), 128, 2, 2, 1});
+  cases.push_back({"short_and_empty", cu_seqlens_of({0, 1, 7, 127, 128, 129, 0, 1000}), 128, 8});
+  cases.push_back({"lengths_past_the_grid", cu_seqlens_of({300, 1000, 20}), 128, 2, 2, 1});
   cases.push_back({"decreasing_cu_seqlens", {0, 200, 150, 600}, 128, 4, 16, 5});
-  cases.push_back({"list_too_small", cumulative({500, 30, 260, 900}), 128, 8, 2, 64, 7});
+  cases.push_back({"list_too_small", cu_seqlens_of({500, 30, 260, 900}), 128, 8, 2, 64, 7});
   std::vector<int32_t> many;  // more sequences than the build's 512 threads
   std::uniform_int_distribution<int32_t> short_length(0, 300);
   for (int b = 0; b < 1500; ++b) many.push_back(short_length(rng));
   many[777] = 5000;
-  cases.push_back({"many_sequences", cumulative(many), 128, 40, 4, 6});
+  cases.push_back({"many_sequences", cu_seqlens_of(many), 128, 40, 4, 6});
   std::vector<int32_t> deep;  // sequences of more blocks than the build's threads (block_m 4)
   std::uniform_int_distribution<int32_t> long_length(1, 3000);
   for (int b = 0; b < 9; ++b) deep.push_back(long_length(rng));
   deep[4] = 3000;
-  cases.push_back({"long_sequences", cumulative(deep), 4, 750, 2, 3});
-  cases.push_back({"hd64_rows", cumulative({191, 192, 193, 2000, 1}), 192, 11, 8, 8});
+  cases.push_back({"long_sequences", cu_seqlens_of(deep), 4, 750, 2, 3});
+  cases.push_back({"hd64_rows", cu_seqlens_of({191, 192, 193, 2000, 1}), 192, 11, 8, 8});
   return cases;
 }
 

@@ -97,6 +97,12 @@ bool on_sm90() {
   return major == 9 && minor == 0;
 }
 
+std::vector<int32_t> cu_seqlens_of(const std::vector<int32_t>& lengths) {
+  std::vector<int32_t> cu{0};
+  for (int32_t n : lengths) cu.push_back(cu.back() + n);
+  return cu;
+}
+
 std::string AttentionCase::name() const {
   std::ostringstream out;
   out << (dtype == DType::kFloat16 ? "fp16" : "bf16") << "_b" << batch << "_sq" << seqlen_q << "_sk"

@@ -28,6 +28,9 @@ bool cuda_device_available(std::string* why);
 // The current device is sm_90 (what the sm90 kernels need); false without a device.
 bool on_sm90();
 
+// cu_seqlens of sequences of these lengths: 0, then the running sums.
+std::vector<int32_t> cu_seqlens_of(const std::vector<int32_t>& lengths);
+
 // Skips the test, loudly, when this build has no kernel for (dtype, head_dim): a build pruned by
 // FLASHCORE_HEAD_DIMS / FLASHCORE_DTYPES leaves some out, and a test of them would fail on a
 // kernel that was never compiled rather than on a wrong one.
