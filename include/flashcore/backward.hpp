@@ -52,11 +52,15 @@ struct BackwardParams {
 
   // The forward's FlexAttention options (AttentionParams::flex): built-in mask_mod and score_mod
   // (the score_mod's derivative enters dS: 1 for ALiBi and the relative bias, 1 - tanh^2 for
-  // softcap), the BlockMask and sinks (the LSE already holds the sink; the sink logit's gradient,
-  // -sum_i exp(sink - LSE_i) rowsum(dO * O)_i, is left to the caller: Python computes it). The
-  // sm80 backward runs these and varlen; BlockMask blocks must be multiples of 64 query rows and
-  // 128 keys there.
+  // softcap), the BlockMask and sinks (the LSE already holds the sink). The sm80 backward runs
+  // these and varlen (BlockMask blocks must be multiples of 64 query rows and 128 keys there); the
+  // sm90 one varlen and sinks.
   flex::FlexOptions flex;
+
+  // Optional, with flex.sinks: fp32 [Hq] device memory that gets the sink logits' gradient,
+  // d_sinks[h] = -sum over head h's rows i of exp(sink[h] - LSE_i) * rowsum(dO * O)_i (written,
+  // not added to; the same bits run to run). Null: not computed.
+  float* d_sinks = nullptr;
 
   // dQ sums the contributions of every key block. false: fp32 atomics in whatever order the CTAs
   // reach them, so dQ may differ in its last bits from run to run. true: the key blocks add theirs

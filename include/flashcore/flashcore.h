@@ -133,6 +133,7 @@ typedef struct {
   int64_t rel_bias_max_distance;
   const float* sink_logits;
   flashcore_block_mask block_mask;
+  float* d_sink_logits; /* optional, with sink_logits: fp32 [Hq], gets their gradient */
 } flashcore_backward_params;
 
 /* Zero sizes and pointers, default scale, no mask, not deterministic, auto backend, not varlen,

@@ -106,14 +106,16 @@ def workspace_size(q, k, v, out, lse, softmax_scale, causal, window, softcap, ke
 
 def run_backward(
     q, k, v, out, lse, d_o, dq, dk, dv, softmax_scale, causal, window, softcap, deterministic,
-    stream, workspace=None, flex=None,
+    stream, workspace=None, flex=None, d_sinks=None,
 ):
     """Writes dq, dk and dv of the forward that made out and lse, on `stream` (an int
     cudaStream_t). workspace: at least backward_workspace_size(...) bytes, or None to let the
-    library allocate it stream-ordered. flex: the forward's flex fields, or None."""
+    library allocate it stream-ordered. flex: the forward's flex fields, or None. d_sinks: float32
+    [heads_q] that gets the sink logits' gradient (with flex["sinks"]), or None."""
     native().attention_backward(
         *_native_arrays(q, k, v, out, lse, d_o, dq, dk, dv), softmax_scale, causal, window[0],
         window[1], softcap, deterministic, stream, _native_array(workspace), _native_flex(flex),
+        _native_array(d_sinks),
     )
 
 

@@ -9,12 +9,12 @@ jit_score_mod as a token of its process-wide registry (jit.JitScoreMod.token) pl
 captures, in its signature's order (a jit_mask_mod likewise, its tensors first): passing them to the op is what lets the compiler order the
 op after whatever wrote them.
 
-The op is differentiable in q, k and v (register_autograd below): it saves its inputs, out and
-lse (never P) and its backward is the custom op flashcore::flex_attention_backward, the sm80 flex
-backward; the sink logits' gradient is computed here from out, lse and dO. The other mods' tensors
-(ALiBi slopes, the bias table) get no gradient, and a
-jit_score_mod / jit_mask_mod has no backward (a CUDA snippet has no derivative): the backward
-refuses them."""
+The op is differentiable in q, k, v and the sink logits (register_autograd below): it saves its
+inputs, out and lse (never P) and its backward is the custom op flashcore::flex_attention_backward
+(run_backward: the sm90 backward on sm_90a for varlen batches and sinks, else the sm80 flex
+backward), which also returns the sink logits' gradient. The other mods' tensors (ALiBi slopes,
+the bias table) get no gradient, and a jit_score_mod / jit_mask_mod has no backward (a CUDA
+snippet has no derivative): the backward refuses them."""
 
 from typing import Optional
 
@@ -115,26 +115,36 @@ def flex_attention_backward_op(
     softcap: float,
     heads_major: bool,
     deterministic: bool,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dq, dk, dv) of the flex_attention_op call that made out and lse, like q, k and v; d_o is
-    shaped like out and contiguous. deterministic: bitwise-identical gradients run to run."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv, d_sinks) of the flex_attention_op call that made out and lse: dq, dk, dv like
+    q, k and v, d_sinks float32 [heads_q] with sinks (empty without); d_o is shaped like out and
+    contiguous. deterministic: bitwise-identical gradients run to run."""
     arrays = (doc_ids_q, doc_ids_k, prefix_lengths, alibi_slopes, rel_bias, sinks, kv_num_blocks,
               kv_indices, full_kv_num_blocks, full_kv_indices, cu_seqlens_q, cu_seqlens_k)
     fields = _unpack_fields(arrays, int_fields)
     out_view, d_o_view = (out.transpose(1, 2), d_o.transpose(1, 2)) if heads_major else (out, d_o)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    d_sinks = _sink_grad_buffer(sinks, q.device)
     args = (q, k, v, out_view, lse, d_o_view, dq, dk, dv, scale, causal,
             (window_left, window_right), softcap, deterministic)
     size = _core.backward_workspace_size(*args, flex=fields)
     workspace = torch.empty(size, dtype=torch.uint8, device=q.device)
     _core.run_backward(*args, torch.cuda.current_stream(q.device).cuda_stream, workspace,
-                       flex=fields)
-    return dq, dk, dv
+                       flex=fields, d_sinks=d_sinks if sinks is not None else None)
+    return dq, dk, dv, d_sinks
+
+
+def _sink_grad_buffer(sinks, device):
+    """The op's d_sinks output: float32 [heads_q] with sinks; empty without (an op's outputs are
+    tensors, never None)."""
+    return torch.empty(0 if sinks is None else sinks.shape[0], dtype=torch.float32, device=device)
 
 
 @flex_attention_backward_op.register_fake
-def _flex_attention_backward_fake(d_o, q, k, v, *rest):
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+def _flex_attention_backward_fake(d_o, q, k, v, out, lse, *rest):
+    sinks = rest[_ARRAY_FIELDS.index("sinks")]
+    return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v),
+            _sink_grad_buffer(sinks, q.device))
 
 
 # flex_attention_op's arguments after q, k, v: the arrays, int_fields and jit_captures, then the
@@ -169,25 +179,15 @@ def _backward(ctx, grad_out, grad_lse):
         grad_out = torch.zeros_like(out)
     # The backward kernels read dO with unit last stride and 16-byte aligned rows, shaped as out.
     grad_out = grad_out.contiguous()
-    dq, dk, dv = flex_attention_backward_op(grad_out, q, k, v, out, lse, *arrays, *ctx.options)
+    dq, dk, dv, d_sinks = flex_attention_backward_op(grad_out, q, k, v, out, lse, *arrays,
+                                                     *ctx.options)
     grads = [None] * (_NUM_ARRAYS + 12)
     # A list of tensors (jit_captures, empty here) takes a list of gradients; a list of ints None.
     grads[_NUM_ARRAYS + 1] = [None] * ctx.num_captures
     sinks = arrays[_ARRAY_FIELDS.index("sinks")]
     if sinks is not None and ctx.needs_input_grad[3 + _ARRAY_FIELDS.index("sinks")]:
-        heads_major = ctx.options[6]
-        grads[_ARRAY_FIELDS.index("sinks")] = _sink_grad(grad_out, out, lse, sinks, heads_major)
+        grads[_ARRAY_FIELDS.index("sinks")] = d_sinks.to(sinks.dtype)
     return (dq, dk, dv, *grads)
-
-
-def _sink_grad(grad_out, out, lse, sinks, heads_major):
-    """d loss / d sink[h] = -sum over rows of exp(sink[h] - LSE) * D, D = rowsum(dO * O): the sink
-    only scales every row's probabilities (docs/backward.md). lse is [batch, heads, seqlen]."""
-    delta = (grad_out.float() * out.float()).sum(-1)  # [B, H, S] heads-major, else [B, S, H]
-    if not heads_major:
-        delta = delta.transpose(1, 2)
-    weight = torch.exp(sinks.float()[None, :, None] - lse)
-    return (-(weight * delta).sum((0, 2))).to(sinks.dtype)
 
 
 flex_attention_op.register_autograd(_backward, setup_context=_setup_context)

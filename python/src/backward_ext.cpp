@@ -146,12 +146,20 @@ void attention_backward(const Array& q, const Array& k, const Array& v, const Ar
                         const MutableArray& dk, const MutableArray& dv, float softmax_scale,
                         bool causal, int64_t window_left, int64_t window_right, float softcap,
                         bool deterministic, std::uintptr_t stream,
-                        std::optional<MutableArray> workspace,
-                        const std::optional<nb::dict>& flex) {
+                        std::optional<MutableArray> workspace, const std::optional<nb::dict>& flex,
+                        std::optional<MutableArray> d_sinks) {
   int device = 0;
-  const flashcore::BackwardParams p =
+  flashcore::BackwardParams p =
       make_params({q, k, v, out, lse, d_o, dq, dk, dv}, softmax_scale, causal, window_left,
                   window_right, softcap, deterministic, flex, &device);
+  if (d_sinks) {
+    // The op's own fp32 [Hq] buffer; run_backward checks that the forward had sinks.
+    if (d_sinks->ndim() != 1 || static_cast<int64_t>(d_sinks->shape(0)) != p.heads_q ||
+        d_sinks->dtype() != nb::dtype<float>() || d_sinks->device_id() != device) {
+      throw nb::value_error("d_sinks must be float32 [heads_q] on q's device");
+    }
+    p.d_sinks = static_cast<float*>(d_sinks->data());
+  }
   flashcore::Status status;
   {
     nb::gil_scoped_release release;
@@ -169,9 +177,10 @@ void bind_backward(nb::module_& m) {
   m.def("attention_backward", &attention_backward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "d_o"_a,
         "dq"_a, "dk"_a, "dv"_a, "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a,
         "softcap"_a, "deterministic"_a, "stream"_a, "workspace"_a.none() = nb::none(),
-        "flex"_a.none() = nb::none(),
+        "flex"_a.none() = nb::none(), "d_sinks"_a.none() = nb::none(),
         "Writes dq, dk and dv of the forward that made out and lse, on the given CUDA stream; "
-        "flex: the forward's flex and varlen fields.");
+        "flex: the forward's flex and varlen fields; d_sinks: float32 [heads_q] that gets the "
+        "sink logits' gradient (with flex['sinks']).");
   m.def("backward_workspace_size", &backward_workspace_size, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a,
         "d_o"_a, "dq"_a, "dk"_a, "dv"_a, "softmax_scale"_a, "causal"_a, "window_left"_a,
         "window_right"_a, "softcap"_a, "deterministic"_a, "flex"_a.none() = nb::none(),

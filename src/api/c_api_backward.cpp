@@ -45,6 +45,7 @@ bool to_params(const flashcore_backward_params& c, flashcore::BackwardParams* p)
   p->max_seqlen_q = c.max_seqlen_q;
   p->max_seqlen_k = c.max_seqlen_k;
   p->flex = flashcore::detail::to_flex_options(c);
+  p->d_sinks = c.d_sink_logits;
   if (c.backend != nullptr && !flashcore::parse_backend(c.backend, &p->backend)) {
     flashcore::detail::c_api_fail(
         FLASHCORE_INVALID_ARGUMENT,

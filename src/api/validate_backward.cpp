@@ -69,6 +69,16 @@ Status validate_backward_arguments(const BackwardParams& p) {
   if (reinterpret_cast<uintptr_t>(p.lse) % alignof(float) != 0) {
     return invalid_argument("lse pointer is not 4-byte aligned");
   }
+  if (p.d_sinks != nullptr) {
+    if (!p.flex.sinks.enabled()) {
+      return invalid_argument(
+          "d_sinks is set but flex.sinks.logits is null; pass the forward's sink logits, or leave "
+          "d_sinks null");
+    }
+    if (reinterpret_cast<uintptr_t>(p.d_sinks) % alignof(float) != 0) {
+      return invalid_argument("d_sinks is not 4-byte aligned; pass fp32 [Hq]");
+    }
+  }
   // dq is written by one kernel and dk, dv by another: sharing memory would race.
   const std::array<std::pair<const char*, ByteSpan>, 3> outputs{{
       {"dq", byte_span(p.dq.data, p.dq.strides, tensor_batch, p.seqlen_q, p.heads_q, p.head_dim)},
@@ -95,6 +105,9 @@ Status validate_backward_device(const BackwardParams& p, cudaDeviceProp* propert
                                    {"dk", p.dk.data},
                                    {"dv", p.dv.data}}) {
     if (Status s = check_device_pointer(name, data); !s.ok()) return s;
+  }
+  if (p.d_sinks != nullptr) {
+    if (Status s = check_device_pointer("d_sinks", p.d_sinks); !s.ok()) return s;
   }
   return Status::Ok();
 }

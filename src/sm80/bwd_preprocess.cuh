@@ -32,14 +32,24 @@ __global__ void __launch_bounds__(kPreprocessThreads)
   const int head = blockIdx.y;
   // The grid covers exactly num_m_blocks whole query blocks (a multiple of every kRowsPerCta), so
   // every lane reaches the shuffles below. Varlen: the grid covers the workspace rows, each CTA's
-  // inside one query block of one sequence (workspace_row_owner); a CTA of rows no sequence has
-  // leaves at once, all together.
+  // inside one query block of one sequence (workspace_row_owner). A CTA of rows no sequence has
+  // (between sequences' padded blocks, and past the last) marks them as rows past a sequence, so
+  // that every workspace row holds LSE and D (the sinks' gradient sums all of them,
+  // bwd_sink_grad.hpp), and leaves.
   int seqlen_q = p.seqlen_q;
   int64_t q_start = 0, batch_index = blockIdx.z, lse_at = 0;
   int64_t workspace_row = 0;  // the head's row 0 of the sequence or batch entry
   if (p.cu_seqlens_q != nullptr) {
     const WorkspaceRowOwner owner = workspace_row_owner(p, int64_t{blockIdx.x} * kRowsPerCta);
-    if (owner.batch < 0) return;
+    if (owner.batch < 0) {
+      if (threadIdx.x < kRowsPerCta) {
+        const int64_t at = static_cast<int64_t>(head) * p.seqlen_q_rounded +
+                           int64_t{blockIdx.x} * kRowsPerCta + threadIdx.x;
+        p.lse_log2[at] = INFINITY;
+        p.delta[at] = 0.f;
+      }
+      return;
+    }
     row = owner.row + static_cast<int>(threadIdx.x) / kThreadsPerRow;
     q_start = owner.seq.q_start;
     seqlen_q = owner.seq.seqlen_q;

@@ -17,6 +17,7 @@
 #include "sm80/bwd_kernel_traits.hpp"
 #include "sm80/bwd_launch.hpp"
 #include "sm80/bwd_params.hpp"
+#include "sm80/bwd_sink_grad.hpp"
 #include "sm80/bwd_workspace.hpp"
 #include "sm80/sm80_bwd.hpp"
 
@@ -148,11 +149,15 @@ Status launch_sm80_backward_tile(const BackwardProblem& problem, void* workspace
       const Problem forward = make_problem(forward_params(problem.params));
       const sm80::BuiltinBwdFlexParams fp{p, builtin_mask(forward), builtin_score_mod(forward),
                                           problem.params.flex.block_mask};
-      status = launch_status(sm80::launch_flex_backward<Traits>(fp, stream), "sm80 flex backward");
-      return;
+      err = sm80::launch_flex_backward<Traits>(fp, stream);
+    } else {
+      err = sm80::launch_backward<Traits>(p, problem.params.deterministic, stream);
     }
-    status = launch_status(sm80::launch_backward<Traits>(p, problem.params.deterministic, stream),
-                           "sm80 backward");
+    if (err == cudaSuccess && problem.params.d_sinks != nullptr) {
+      err = sm80::launch_sink_grad(p, problem.params.flex.sinks.logits, problem.params.d_sinks,
+                                   stream);
+    }
+    status = launch_status(err, problem.is_flex() ? "sm80 flex backward" : "sm80 backward");
   });
   return status;
 }

@@ -1,6 +1,7 @@
-// Host side of the sm90 backward: what it implements (dense and varlen batches; everything else
-// is refused with a reason, and run_backward() then runs the sm80 backward), its workspace (the
-// sm80 backward's layout with rows padded to this kernel's query block) and the launches.
+// Host side of the sm90 backward: what it implements (dense and varlen batches, with or without
+// attention sinks; everything else is refused with a reason, and run_backward() then runs the sm80
+// backward), its workspace (the sm80 backward's layout with rows padded to this kernel's query
+// block) and the launches.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "common/key_block_rows.hpp"
 #include "common/launch_status.hpp"
 #include "common/pruning.hpp"
+#include "sm80/bwd_sink_grad.hpp"
 #include "sm80/bwd_workspace.hpp"
 #include "sm90/bwd_key_tiles.hpp"
 #include "sm90/sm90_bwd.hpp"
@@ -41,9 +43,13 @@ const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDevi
   if (const char* why = pruned_reason(a.q.dtype, static_cast<int>(a.head_dim)); why[0] != '\0') {
     return why;
   }
-  if (a.flex.active()) {
-    return "does not implement flex options yet (mask_mod, score_mod, BlockMask, sinks; the sm80 "
-           "backward runs them)";
+  // Sinks need nothing here: the forward's LSE already holds each row's sink term, so the P this
+  // kernel recomputes is the one the forward normalized, and D = rowsum(dO * O) is still
+  // sum_j P_ij dP_ij (a sink has no value). The mods and BlockMasks change P itself.
+  const flex::FlexOptions& f = a.flex;
+  if (f.has_mask_mod() || f.has_score_mod() || f.has_block_mask()) {
+    return "does not implement flex mods yet (mask_mod, score_mod, BlockMask; the sm80 backward "
+           "runs them)";
   }
   if (problem.is_varlen() && a.head_dim == 256) {
     return "runs varlen batches at head_dim 64 and 128 only";
@@ -188,6 +194,10 @@ Status launch_sm90_backward(const BackwardProblem& problem, void* workspace, cud
       err = sm90::launch_backward_head_dim<128>(p, tail, key_tiles, bf16, stream);
   } else if (head_dim == 256) {
     if constexpr (head_dim_built(256)) err = sm90::launch_backward_hd256(p, tail, bf16, stream);
+  }
+  if (err == cudaSuccess && problem.params.d_sinks != nullptr) {
+    err =
+        sm80::launch_sink_grad(p, problem.params.flex.sinks.logits, problem.params.d_sinks, stream);
   }
   return launch_status(err, "sm90 backward");
 #endif

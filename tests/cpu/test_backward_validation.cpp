@@ -113,6 +113,16 @@ const BadCase kBadCases[] = {
      StatusCode::kInvalidArgument, "window"},
     {"softcap_nan", [](BackwardParams& p) { p.softcap = std::nanf(""); },
      StatusCode::kInvalidArgument, "softcap"},
+    // The sinks' gradient needs the forward's sinks, and fp32 alignment.
+    {"d_sinks_without_sinks",
+     [](BackwardParams& p) { p.d_sinks = reinterpret_cast<float*>(uintptr_t{1} << 41); },
+     StatusCode::kInvalidArgument, "d_sinks is set but flex.sinks.logits is null"},
+    {"d_sinks_misaligned",
+     [](BackwardParams& p) {
+       p.flex.sinks.logits = p.lse;
+       p.d_sinks = reinterpret_cast<float*>(uintptr_t{1} << 41 | 2);
+     },
+     StatusCode::kInvalidArgument, "d_sinks is not 4-byte aligned"},
     // The varlen and flex fields get the forward's checks (one spelling, one validation).
     {"varlen_one_array",
      [](BackwardParams& p) { p.cu_seqlens_q = reinterpret_cast<const int32_t*>(p.lse); },
@@ -316,6 +326,9 @@ TEST(BackwardValidation, VarlenAndFlexParamsPass) {
   p.causal = true;
   s = detail::validate_backward_arguments(p);
   EXPECT_TRUE(s.ok()) << s.message;
+  p.d_sinks = reinterpret_cast<float*>(uintptr_t{1} << 41);
+  s = detail::validate_backward_arguments(p);
+  EXPECT_TRUE(s.ok()) << s.message;
   // The packed tensors' batch strides are ignored.
   p.dq.strides.batch = 0;
   s = detail::validate_backward_arguments(p);
@@ -323,7 +336,7 @@ TEST(BackwardValidation, VarlenAndFlexParamsPass) {
 }
 
 // What the flex backward leaves out is refused with the fix; the sm90 backward runs varlen batches
-// (not deterministic ones) and leaves the flex options to sm80 (kAuto then runs sm80).
+// and sinks, and leaves the flex mods and BlockMasks to sm80 (kAuto then runs sm80).
 TEST(BackwardValidation, FlexBackwardSaysWhatItRuns) {
   cudaDeviceProp h100{};
   h100.major = 9;
@@ -375,6 +388,17 @@ TEST(BackwardValidation, FlexBackwardSaysWhatItRuns) {
     alibi = varlen_params();
     alibi.flex.score_mod.alibi.slopes = alibi.lse;
     EXPECT_NE(sm90(alibi).find("flex"), std::string::npos) << sm90(alibi);
+    // Sinks alone run here, dense and varlen (the forward's LSE holds them); with a mod they stay
+    // on sm80.
+    BackwardParams sinks = valid_params();
+    sinks.flex.sinks.logits = sinks.lse;
+    EXPECT_EQ(sm90(sinks), "");
+    sinks = varlen_params();
+    sinks.flex.sinks.logits = sinks.lse;
+    sinks.causal = true;
+    EXPECT_EQ(sm90(sinks), "");
+    sinks.flex.score_mod.alibi.slopes = sinks.lse;
+    EXPECT_NE(sm90(sinks).find("flex"), std::string::npos) << sm90(sinks);
   }
 }
 
@@ -398,6 +422,7 @@ TEST(BackwardCApi, ReportsErrorsWithMessages) {
   EXPECT_EQ(c.mask_mod.window_left, -1);
   EXPECT_EQ(c.mask_mod.window_right, -1);
   EXPECT_EQ(c.block_mask.kv_num_blocks, nullptr);
+  EXPECT_EQ(c.d_sink_logits, nullptr);  // no sinks' gradient
   c.dtype = static_cast<flashcore_dtype>(7);
   EXPECT_EQ(flashcore_attention_backward(&c), FLASHCORE_INVALID_ARGUMENT);
   EXPECT_NE(std::string(flashcore_last_error()).find("dtype"), std::string::npos);

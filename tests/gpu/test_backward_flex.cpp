@@ -1,16 +1,15 @@
 // The flex backward (run_backward on varlen batches and the built-in flex options; the sm80
-// backward runs them all, the sm90 one varlen batches without flex mods on an sm_90 GPU) against
-// the float64 flex backward reference evaluating the same functors:
-// dQ, dK and dV within the parity tolerance (rel L2 5e-3 fp16, 1e-2 bf16), NaN-poisoned
-// gradients, NaN never passing, rows that see no key and keys no row sees exactly zero. The cases
-// are the flex forward's list (every built-in mod, BlockMasks with partial tails, empty and full
-// blocks, sinks, GQA, varlen with lengths 0, 1, 7 and long ones) at the head dims the backward
-// has, plus the BlockMask, varlen (causal, windows, softcap, GQA, lengths around the query
-// blocks) and refusal cases of the backward's own; the cases sm90 runs also run on kSm90 and kSm80
-// by name. The random BlockMasks list
-// blocks as full where their documents mask hides pairs: a full block that ran mask code would
-// miss those pairs and fail the comparison. Fresh random inputs every run
-// (the seed is printed on failure). Skips loudly without a GPU.
+// backward runs them all, the sm90 one varlen batches and sinks without flex mods on an sm_90 GPU)
+// against the float64 flex backward reference evaluating the same functors: dQ, dK and dV within
+// the parity tolerance (rel L2 5e-3 fp16, 1e-2 bf16), NaN-poisoned gradients, NaN never passing,
+// rows that see no key and keys no row sees exactly zero. The cases are the flex forward's list
+// (every built-in mod, BlockMasks with partial tails, empty and full blocks, sinks, GQA, varlen
+// with lengths 0, 1, 7 and long ones) at the head dims the backward has, plus the BlockMask,
+// varlen (causal, windows, softcap, GQA, lengths around the query blocks), sinks and refusal cases
+// of the backward's own; the cases sm90 runs also run on kSm90 and kSm80 by name. The random
+// BlockMasks list blocks as full where their documents mask hides pairs: a full block that ran
+// mask code would miss those pairs and fail the comparison. Fresh random inputs every run (the
+// seed is printed on failure). Skips loudly without a GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -29,12 +28,13 @@
 namespace flashcore::testing {
 namespace {
 
-// The sm90 backward runs varlen batches at head dims 64 and 128 with the dense options only;
-// every flex mod and BlockMask stays on sm80.
+// The sm90 backward runs varlen batches (head dims 64 and 128) and sinks (varlen there too, dense
+// at 64, 128 and 256) with the dense options; every flex mod and BlockMask stays on sm80.
 bool sm90_runs(const FlexCase& c) {
-  return !c.lengths_q.empty() && (c.head_dim == 64 || c.head_dim == 128) && c.doc_span == 0 &&
-         c.prefix < 0 && !c.alibi && c.bias_distance == 0 && !c.sinks &&
-         c.block_mask == BlockMaskKind::kNone;
+  const bool varlen = !c.lengths_q.empty();
+  const bool head_dim = c.head_dim == 64 || c.head_dim == 128 || (!varlen && c.head_dim == 256);
+  return (varlen || c.sinks) && head_dim && c.doc_span == 0 && c.prefix < 0 && !c.alibi &&
+         c.bias_distance == 0 && c.block_mask == BlockMaskKind::kNone;
 }
 
 // The backend kAuto must resolve to on this GPU.
@@ -105,6 +105,23 @@ std::vector<FlexCase> backward_flex_cases() {
     c.lengths_q = {300, 64, 7, 65, 1}, c.lengths_k = {250, 70, 7, 129, 128};
     c.backend = Backend::kAuto;
   }));
+  // Sinks on the dense options (the sm90 backward's too): varlen with lengths 0, 1 and 7, rows
+  // that see no key (LSE is then the sink, not -inf, and their dQ must still be zero), and hd256.
+  cases.push_back(make_flex_case("varlen_sinks_causal_gqa", [](FlexCase& c) {
+    c.sinks = true, c.causal = true, c.heads_q = 8, c.heads_kv = 2;
+    c.lengths_q = {0, 1, 7, 1500, 129}, c.lengths_k = {3, 1, 7, 1400, 255};
+    c.backend = Backend::kAuto;
+  }));
+  cases.push_back(make_flex_case("sinks_rows_without_keys_hd64_fp16", [](FlexCase& c) {
+    c.dtype = DType::kFloat16, c.head_dim = 64, c.sinks = true, c.causal = true, c.batch = 2;
+    c.seqlen_q = 300, c.seqlen_k = 200;  // bottom-right: the first 100 rows see no key
+    c.backend = Backend::kAuto;
+  }));
+  cases.push_back(make_flex_case("sinks_window_softcap_hd256", [](FlexCase& c) {
+    c.head_dim = 256, c.sinks = true, c.window_left = 100, c.window_right = 0, c.softcap = 9.f;
+    c.seqlen_q = 333, c.seqlen_k = 1000, c.heads_q = 4, c.heads_kv = 2;
+    c.backend = Backend::kAuto;
+  }));
   return with_backends_named(std::move(cases));
 }
 
@@ -124,6 +141,7 @@ void expect_matches_reference(const FlexCase& c, const FlexBackwardResult& r) {
   EXPECT_LE(r.rel_l2_dq, tolerance);
   EXPECT_LE(r.rel_l2_dk, tolerance);
   EXPECT_LE(r.rel_l2_dv, tolerance);
+  if (c.sinks) EXPECT_LE(r.rel_l2_d_sinks, tolerance) << "the sink logits' gradient";
   EXPECT_EQ(r.zero_errors, 0) << "of " << r.zero_rows << " rows that must be zero";
 }
 
@@ -139,7 +157,8 @@ TEST_P(BackwardFlex, MatchesFloat64Reference) {
   run_flex_backward_case(c, &r);
   if (::testing::Test::HasFatalFailure()) return;
   EXPECT_EQ(r.backend, expected_backend(c))
-      << "kAuto runs varlen batches without flex mods on sm90 (on an sm_90 GPU), the rest on sm80";
+      << "kAuto runs varlen batches and sinks without flex mods on sm90 (on an sm_90 GPU), the "
+         "rest on sm80";
   expect_matches_reference(c, r);
 }
 
@@ -164,7 +183,10 @@ TEST_P(BackwardFlexA100Tile, MatchesFloat64Reference) {
 std::vector<FlexCase> a100_tile_cases() {
   std::vector<FlexCase> cases;
   for (const FlexCase& c : backward_flex_cases()) {
-    if (c.head_dim == 256 && c.backend == Backend::kAuto && !sm90_runs(c)) cases.push_back(c);
+    // The cases that run the sm80 backward on every GPU: kAuto's that sm90 does not take, and
+    // the copies named for sm80.
+    const bool sm80 = c.backend == Backend::kSm80 || (c.backend == Backend::kAuto && !sm90_runs(c));
+    if (c.head_dim == 256 && sm80) cases.push_back(c);
   }
   return cases;
 }
@@ -251,6 +273,17 @@ std::vector<FlexCase> deterministic_cases() {
                        c.block_mask = BlockMaskKind::kFromMask, c.q_block = 128, c.kv_block = 256;
                        c.seqlen_q = c.seqlen_k = 1000, c.heads_q = 4, c.heads_kv = 2, c.batch = 2;
                      }),
+      make_flex_case("varlen_sinks_window_gqa_hd64",
+                     [](FlexCase& c) {
+                       c.head_dim = 64, c.sinks = true, c.window_left = 200, c.window_right = 0;
+                       c.heads_q = 4, c.heads_kv = 2;
+                       c.lengths_q = {700, 0, 1, 300}, c.lengths_k = {900, 5, 1, 300};
+                     }),
+      make_flex_case("sinks_causal_gqa_hd128_fp16",
+                     [](FlexCase& c) {
+                       c.dtype = DType::kFloat16, c.sinks = true, c.causal = true;
+                       c.heads_q = 4, c.heads_kv = 1, c.seqlen_q = 1000, c.seqlen_k = 1300;
+                     }),
       make_flex_case("block_mask_random_hd256",
                      [](FlexCase& c) {
                        c.head_dim = 256, c.block_mask = BlockMaskKind::kRandom;
@@ -272,8 +305,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, BackwardFlexDeterministic,
 TEST(BackwardFlexZeroRows, CasesThatPromiseThemHaveThem) {
   FLASHCORE_REQUIRE_GPU();
   int checked = 0;
-  for (const char* name :
-       {"documents_cross_masked_rows", "block_mask_random_empty_rows", "varlen_plain_fp16"}) {
+  for (const char* name : {"documents_cross_masked_rows", "block_mask_random_empty_rows",
+                           "varlen_plain_fp16", "sinks_rows_without_keys_hd64_fp16"}) {
     for (const FlexCase& c : backward_flex_cases()) {
       if (c.name != name) continue;
       if (const char* pruned = pruned_for(c); pruned[0] != '\0') {

@@ -1,6 +1,7 @@
 """Gradients of flashcore.flex_attention and attention_varlen on a GPU through torch autograd (the
-custom op flashcore::flex_attention's register_autograd, the sm80 flex backward): dq, dk and dv
-against float64 autograd of the same attention written out in torch, with the SAME mod objects
+custom op flashcore::flex_attention's register_autograd: the sm80 flex backward, and the sm90 one
+on sm_90a for varlen batches and sinks): dq, dk, dv and the sink logits' gradient against float64
+autograd of the same attention written out in torch, with the SAME mod objects
 (their torch __call__, evaluated in float64); a jit mod refused when gradients are needed;
 torch.library.opcheck of the op with gradients; torch.compile(fullgraph) of a training step; a
 CUDA-graph replay of forward + backward. Fresh inputs every run (the seed is in every failure)."""
@@ -71,6 +72,9 @@ def mod_cases(B, Hq, S, g):
         "window_bias_softcap_sinks": (mods.sliding_window(64),
                                       mods.compose(mods.relative_bias(table), mods.softcap(8.0)),
                                       sinks),
+        # The window's own BlockMask is dropped, so this runs the dense kernels' causal path with
+        # sinks (the sm90 backward on sm_90a).
+        "causal_sinks": (mods.causal(), None, sinks),
     }
 
 
@@ -93,25 +97,28 @@ def test_flex_gradients_match_float64_autograd(dtype, head_dim):
         ref_sink = None if sinks is None else sinks.double().requires_grad_()
         reference(*ref_leaves, mask_mod, score_mod, ref_sink).backward(d_o.double())
         check_grads(leaves, ref_leaves, dtype, name)
-        if sinks is not None:  # the sink logits' gradient, from out, lse and dO
+        if sinks is not None:  # the sink logits' gradient (run_backward's d_sinks)
             err = rel_l2(sink_leaf.grad, ref_sink.grad)
             assert err <= TOLERANCE[dtype], f"{name}: dsinks rel L2 {err:.2e} (seed {RUN_SEED})"
 
 
-def varlen_causal_reference_grads(q, k, v, d_o, lengths):
+def varlen_causal_reference_grads(q, k, v, d_o, lengths, sinks=None):
     """The float64 gradients of causal attention over each packed sequence alone ([total, H, D]
-    tensors, lengths in order), packed as flashcore's."""
+    tensors, lengths in order), packed as flashcore's; with sinks, also theirs (every sequence's
+    rows add to it)."""
     ref_grads = [torch.zeros_like(x, dtype=torch.float64) for x in (q, k, v)]
+    ref_sink = None if sinks is None else sinks.double().requires_grad_()
     start = 0
     for n in lengths:
         if n:
             rows = slice(start, start + n)
             seq = [x[rows].transpose(0, 1)[None].double().requires_grad_() for x in (q, k, v)]
-            reference(*seq, mods.causal()).backward(d_o[rows].transpose(0, 1)[None].double())
+            reference(*seq, mods.causal(), sinks=ref_sink).backward(
+                d_o[rows].transpose(0, 1)[None].double())
             for ref, leaf in zip(ref_grads, seq):
                 ref[rows] = leaf.grad[0].transpose(0, 1)
         start += n
-    return ref_grads
+    return ref_grads if sinks is None else (ref_grads, ref_sink.grad)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -136,6 +143,38 @@ def test_varlen_gradients_match_each_sequence_alone(dtype, D):
         assert torch.isfinite(leaf.grad).all(), f"d{name}: NaN/inf (seed {RUN_SEED})"
         err = rel_l2(leaf.grad, ref)
         assert err <= TOLERANCE[dtype], f"d{name}: rel L2 {err:.2e} (seed {RUN_SEED})"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("D", [64, 128])
+def test_varlen_sinks_gradients_match_each_sequence_alone(dtype, D):
+    """Sinks on a varlen batch (the sm90 backward on sm_90a): dq, dk, dv and the sink logits'
+    gradient, which sums over every sequence's rows; twice with deterministic=True, whose two
+    runs give the same bits, the sinks' gradient included."""
+    lengths = [0, 1, 7, 300, 129]
+    Hq, Hkv = 4, 2
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 4)
+    total = sum(lengths)
+    q, d_o = (torch.randn(total, Hq, D, dtype=dtype, device="cuda", generator=g) for _ in range(2))
+    k, v = (torch.randn(total, Hkv, D, dtype=dtype, device="cuda", generator=g) for _ in range(2))
+    sinks = torch.randn(Hq, device="cuda", generator=g)
+    cu = torch.tensor([0] + lengths, device="cuda").cumsum(0).int()
+    ref_grads, ref_sink_grad = varlen_causal_reference_grads(q, k, v, d_o, lengths, sinks)
+    runs = []
+    for deterministic in (False, True, True):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v, sinks)]
+        out = flashcore.attention_varlen(*leaves[:3], cu, cu, max(lengths), max(lengths),
+                                         causal=True, sinks=leaves[3],
+                                         deterministic=deterministic)
+        out.backward(d_o)
+        for name, leaf, ref in zip(("q", "k", "v", "sinks"), leaves, ref_grads + [ref_sink_grad]):
+            assert torch.isfinite(leaf.grad).all(), f"d{name}: NaN/inf (seed {RUN_SEED})"
+            err = rel_l2(leaf.grad, ref)
+            assert err <= TOLERANCE[dtype], f"d{name}: rel L2 {err:.2e} (seed {RUN_SEED})"
+        runs.append([leaf.grad for leaf in leaves])
+    for name, first, second in zip(("q", "k", "v", "sinks"), runs[1], runs[2]):
+        assert torch.equal(first, second), (
+            f"d{name} differs between deterministic runs (seed {RUN_SEED})")
 
 
 @pytest.mark.parametrize("D", [64, 256])
@@ -270,22 +309,25 @@ def test_compiled_training_step_matches_eager():
     x = torch.randn(B, S, H * D, device="cuda", dtype=torch.bfloat16, generator=g)
     proj = torch.nn.Linear(H * D, 3 * H * D, device="cuda", dtype=torch.bfloat16)
     slopes = torch.rand(H, device="cuda", generator=g)
+    # Learned sinks: the op's d_sinks output flows through the compiled graph's backward too.
+    sinks = torch.randn(H, device="cuda", generator=g).requires_grad_()
     block_mask = flashcore.create_block_mask(mods.causal(), B, None, S, S)
 
     def step(x):
         q, k, v = proj(x).view(B, S, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
         out = flashcore.flex_attention(q, k, v, score_mod=mods.alibi(slopes),
-                                       block_mask=block_mask)
+                                       block_mask=block_mask, sinks=sinks)
         return out.float().square().mean()
 
     eager = step(x)
     eager.backward()
-    eager_grad = proj.weight.grad.clone()
-    proj.weight.grad = None
+    eager_grads = proj.weight.grad.clone(), sinks.grad.clone()
+    proj.weight.grad = sinks.grad = None
     compiled = torch.compile(step, fullgraph=True)(x)
     compiled.backward()
     assert torch.allclose(eager, compiled, rtol=1e-3)
-    assert rel_l2(proj.weight.grad, eager_grad.double()) < 1e-2
+    assert rel_l2(proj.weight.grad, eager_grads[0].double()) < 1e-2
+    assert rel_l2(sinks.grad, eager_grads[1].double()) < 1e-2
 
 
 def test_cuda_graph_replays_forward_and_backward():

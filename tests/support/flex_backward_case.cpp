@@ -100,8 +100,10 @@ void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result,
   FlexTensor d_o = random_flex_tensor(data.rows_q, c.heads_q, D, c.dtype, &rng);
   DeviceBuffer o(q_elems * 2), dq(q_elems * 2), dk(k_elems * 2), dv(k_elems * 2);
   DeviceBuffer lse(static_cast<size_t>(data.rows_q * c.heads_q) * sizeof(float));
+  DeviceBuffer d_sinks(c.sinks ? static_cast<size_t>(c.heads_q) * sizeof(float) : 0);
   // NaN everywhere the kernels write: an element they miss cannot pass.
-  for (const DeviceBuffer* b : {&o, &dq, &dk, &dv, &lse}) {
+  for (const DeviceBuffer* b : {&o, &dq, &dk, &dv, &lse, &d_sinks}) {
+    if (b->bytes() == 0) continue;  // no sinks: no d_sinks
     ASSERT_EQ(cudaMemset(b->get(), 0xff, b->bytes()), cudaSuccess);
   }
 
@@ -117,6 +119,7 @@ void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result,
                                           data.q_strides(), data.k_strides());
   p.backend = c.backend;
   p.deterministic = options.deterministic;
+  p.d_sinks = static_cast<float*>(d_sinks.get());
   result->backend = resolve_backward_backend(p);
   // The sm80 launch for a given shared-memory size takes the workspace run_backward would
   // allocate itself: one for every run.
@@ -130,7 +133,8 @@ void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result,
   DeviceBuffer workspace(sm80_tile ? detail::sm80_backward_workspace_bytes(*problem) : 0);
   std::vector<uint8_t> first_bits;
   for (int run_index = 0; run_index < options.runs; ++run_index) {
-    for (const DeviceBuffer* b : {&dq, &dk, &dv}) {
+    for (const DeviceBuffer* b : {&dq, &dk, &dv, &d_sinks}) {
+      if (b->bytes() == 0) continue;
       ASSERT_EQ(cudaMemset(b->get(), 0xff, b->bytes()), cudaSuccess);
     }
     if (!sm80_tile) {
@@ -144,7 +148,8 @@ void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result,
     }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<uint8_t> bits;
-    for (const DeviceBuffer* b : {&dq, &dk, &dv}) {
+    for (const DeviceBuffer* b : {&dq, &dk, &dv, &d_sinks}) {
+      if (b->bytes() == 0) continue;
       const size_t at = bits.size();
       bits.resize(at + b->bytes());
       ASSERT_EQ(cudaMemcpy(bits.data() + at, b->get(), b->bytes(), cudaMemcpyDeviceToHost),
@@ -165,12 +170,20 @@ void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result,
   reference::FlexReferenceProblem rp = data.reference_problem();
   const flex::BlockMask host_view = data.host_blocks.view();
   if (c.block_mask != BlockMaskKind::kNone) rp.block_mask = &host_view;
-  std::vector<double> ref_dq, ref_dk, ref_dv;
+  std::vector<double> ref_dq, ref_dk, ref_dv, ref_d_sinks;
   std::vector<uint8_t> row_sees_keys;
   const Status rs = reference::cpu_flex_attention_backward(
       rp, data.q.values, data.k.values, data.v.values, d_o.values, data.host_mask, data.host_score,
-      &ref_dq, &ref_dk, &ref_dv, &row_sees_keys);
+      &ref_dq, &ref_dk, &ref_dv, &row_sees_keys, &ref_d_sinks);
   ASSERT_TRUE(rs.ok()) << rs.message;
+  if (c.sinks) {
+    std::vector<float> out_d_sinks(static_cast<size_t>(c.heads_q));
+    ASSERT_EQ(
+        cudaMemcpy(out_d_sinks.data(), d_sinks.get(), d_sinks.bytes(), cudaMemcpyDeviceToHost),
+        cudaSuccess);
+    result->rel_l2_d_sinks = rel_l2(std::vector<double>(out_d_sinks.begin(), out_d_sinks.end()),
+                                    ref_d_sinks, &result->nan_count);
+  }
 
   result->rel_l2_dq = rel_l2(out_dq, ref_dq, &result->nan_count);
   result->rel_l2_dk = rel_l2(out_dk, ref_dk, &result->nan_count);

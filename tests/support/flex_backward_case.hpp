@@ -1,7 +1,7 @@
 // Test support for the flex backward: one flex case (flex_case.hpp) with fresh random inputs and
 // dO, its forward run on the GPU (run(), as a training step gets O and LSE), then run_backward on
-// NaN-poisoned gradients, against the float64 flex backward reference evaluating the same functors
-// (reference/cpu_flex_backward_reference.hpp).
+// NaN-poisoned gradients (and the sink logits' gradient with sinks), against the float64 flex
+// backward reference evaluating the same functors (reference/cpu_flex_backward_reference.hpp).
 #pragma once
 
 #include <cstddef>
@@ -15,13 +15,17 @@ namespace flashcore::testing {
 
 struct FlexBackwardResult {
   double rel_l2_dq = 0, rel_l2_dk = 0, rel_l2_dv = 0;  // ||out - ref|| / ||ref||
-  int64_t nan_count = 0;                               // NaN or inf in any gradient
+  // The sink logits' gradient (BackwardParams::d_sinks), cases with sinks only; its NaN count in
+  // nan_count.
+  double rel_l2_d_sinks = 0;
+  int64_t nan_count = 0;  // NaN or inf in any gradient
   // dQ rows of rows that see no key and dK / dV rows of keys no row sees (by the reference) that
   // are not exactly zero, and how many such rows there are.
   int64_t zero_errors = 0;
   int64_t zero_rows = 0;
   Backend backend = Backend::kAuto;  // the one kAuto resolved to
-  // Gradient bytes of a later run (FlexBackwardOptions::runs) that differ from the first run's.
+  // Gradient bytes (d_sinks' too) of a later run (FlexBackwardOptions::runs) that differ from the
+  // first run's.
   int64_t run_to_run_differences = 0;
 };
 

@@ -1,0 +1,83 @@
+"""Times a training step's attention with attention sinks (gpt-oss's learned per-head logit)
+through flashcore.flex_attention: forward + backward, the sink logits' gradient included, next to
+the same step without sinks through flashcore.attention, so that what the sinks cost is stated.
+Shapes: B4 H16 S4096 D128 causal, and gpt-oss's attention (64 query heads, 8 KV heads, D64) at
+B2 S4096, causal and with its 128-token sliding window. bf16. Each step is queued behind a sleep
+so that host time stays out of the interval; median of 20 CUDA-event timings after 3 warm-ups.
+Not a test: the numbers are docs/perf.md's (session 29).
+Run: PYTHONPATH=<flashcore's site> python3 scripts/time_sinks_training.py [--profile]
+(--profile: also each kernel's device time in one step of each row)"""
+
+import statistics
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import flashcore
+from flashcore import mods
+
+SLEEP_CYCLES = 2_000_000  # about 1 ms at the H200's clock
+PROFILE = "--profile" in sys.argv
+WARMUP, ITERATIONS = 3, 20
+SHAPES = [  # (name, batch, query heads, kv heads, seqlen, head dim, window left or -1)
+    ("B4 H16 S4096 D128 causal", 4, 16, 16, 4096, 128, -1),
+    ("gpt-oss B2 Hq64 Hkv8 S4096 D64 causal", 2, 64, 8, 4096, 64, -1),
+    ("gpt-oss B2 Hq64 Hkv8 S4096 D64 window 128", 2, 64, 8, 4096, 64, 127),
+]
+
+
+def median_ms(step):
+    times = []
+    for i in range(WARMUP + ITERATIONS):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(SLEEP_CYCLES)
+        start.record()
+        step()
+        stop.record()
+        torch.cuda.synchronize()
+        if i >= WARMUP:
+            times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def main():
+    torch.manual_seed(0)
+    for name, b, hq, hkv, s, d, window in SHAPES:
+        q = torch.randn(b, hq, s, d, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+        k, v = (torch.randn(b, hkv, s, d, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+                for _ in range(2))
+        grad = torch.randn(b, hq, s, d, dtype=torch.bfloat16, device="cuda")
+        sinks = torch.randn(hq, dtype=torch.float32, device="cuda", requires_grad=True)
+        mask = mods.causal() if window < 0 else mods.sliding_window(window)
+        block_mask = flashcore.create_block_mask(mask, None, None, s, s)
+
+        def with_sinks():
+            out = flashcore.flex_attention(q, k, v, block_mask=block_mask, sinks=sinks,
+                                           enable_gqa=hq != hkv)
+            torch.autograd.grad(out, (q, k, v, sinks), grad)
+
+        def without_sinks():
+            # flashcore.attention takes BSHD: the same tensors, transposed views.
+            out = flashcore.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                      causal=True, window=(window, 0))
+            torch.autograd.grad(out, (q, k, v), grad.transpose(1, 2))
+
+        flops = 4 * b * hq * s * s * d / 2 * 3.5  # causal; backward 2.5x the forward's FLOPs
+        if window >= 0:
+            flops = flops * (window + 1) / (s / 2)
+        for label, step in (("sinks", with_sinks), ("no sinks", without_sinks)):
+            ms = median_ms(step)
+            print(f"{name:44s} {label:8s} forward+backward {ms * 1e3:8.1f} us"
+                  f"  ({flops / ms / 1e9:6.1f} TFLOP/s)", flush=True)
+            if PROFILE:
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    step()
+                    torch.cuda.synchronize()
+                for event in prof.key_averages():
+                    if event.device_type == torch.autograd.DeviceType.CUDA:
+                        print(f"    {event.key[:90]:90s} {event.device_time_total:9.1f} us")
+
+
+if __name__ == "__main__":
+    main()
