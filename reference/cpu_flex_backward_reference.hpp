@@ -3,8 +3,7 @@
 // varlen, GQA) and the score_mod's derivative by the rule the kernels use
 // (common/flex_score_grad.hpp, here in double). Per row, from scratch: the visible scores and
 // their slopes, the LSE (sink included), P = exp(s - LSE), dP = dO . v, D = sum P dP,
-// dS = P (dP - D) slope; dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO; and each sink logit's
-// gradient, -sum over its head's rows of exp(sink - LSE) D.
+// dS = P (dP - D) slope; dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO.
 #pragma once
 
 #include <algorithm>
@@ -22,15 +21,13 @@ namespace flashcore::reference {
 // dk, dv (k's). A row that sees nothing gets dq = 0; a key no row sees gets dk = dv = 0.
 // row_sees_keys (optional): per (query row, head) of q's layout, whether the row sees any key (a
 // row that sees exactly one has dq = 0 too, from P = 1 and dP = D, so zeros do not tell).
-// d_sinks (optional, with p.sinks): [Hq], the sink logits' gradient.
 template <typename MaskMod, typename ScoreMod>
 Status cpu_flex_attention_backward(const FlexReferenceProblem& p, const std::vector<double>& q,
                                    const std::vector<double>& k, const std::vector<double>& v,
                                    const std::vector<double>& d_o, const MaskMod& mask_mod,
                                    const ScoreMod& score_mod, std::vector<double>* dq,
                                    std::vector<double>* dk, std::vector<double>* dv,
-                                   std::vector<uint8_t>* row_sees_keys = nullptr,
-                                   std::vector<double>* d_sinks = nullptr) {
+                                   std::vector<uint8_t>* row_sees_keys = nullptr) {
   if (Status s = detail::validate_flex_reference(p, q.size(), k.size(), v.size()); !s.ok()) {
     return s;
   }
@@ -42,8 +39,6 @@ Status cpu_flex_attention_backward(const FlexReferenceProblem& p, const std::vec
   dk->assign(k.size(), 0.0);
   dv->assign(v.size(), 0.0);
   if (row_sees_keys != nullptr) row_sees_keys->assign(q.size() / static_cast<size_t>(D), 0);
-  // Per (b, h): the pairs below run in parallel, and the batch entries meet after them.
-  std::vector<double> sink_grads(static_cast<size_t>(p.batch * Hq), 0.0);
 
   // Each (b, kv head) owns its keys' dK and dV and its group's dQ rows, so the pairs run in
   // parallel.
@@ -110,8 +105,6 @@ Status cpu_flex_attention_backward(const FlexReferenceProblem& p, const std::vec
           dp[jj] = dpj;
           delta += scores[jj] * dpj;
         }
-        if (sink != kNegInf)
-          sink_grads[static_cast<size_t>(b * Hq + h)] -= std::exp(sink - lse) * delta;
         double* dqi = &(*dq)[at(seq.q_begin + i, Hq, h)];
         for (int64_t j = 0; j < seq.seqlen_k; ++j) {
           const size_t jj = static_cast<size_t>(j);
@@ -130,14 +123,6 @@ Status cpu_flex_attention_backward(const FlexReferenceProblem& p, const std::vec
       }
     }
   });
-  if (d_sinks != nullptr) {
-    d_sinks->assign(static_cast<size_t>(Hq), 0.0);
-    for (int64_t b = 0; b < p.batch; ++b) {
-      for (int64_t h = 0; h < Hq; ++h) {
-        (*d_sinks)[static_cast<size_t>(h)] += sink_grads[static_cast<size_t>(b * Hq + h)];
-      }
-    }
-  }
   return Status::Ok();
 }
 

@@ -220,9 +220,8 @@ cudaError_t launch_backward256(const sm80::BwdParams& p, const BwdTail& tail, cu
   using CudaElement =
       std::conditional_t<std::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
   using RowTraits = sm80::BwdTraits<CudaElement, Traits::kHeadDim>;
-  static_assert(Traits::kBlockM % (sm80::kPreprocessThreads / RowTraits::kChunksPerRow) == 0,
-                "the preprocess grid covers seqlen_q_rounded exactly");
-  if (cudaError_t err = sm80::launch_bwd_preprocess<RowTraits>(p, stream); err != cudaSuccess) {
+  if (cudaError_t err = sm80::launch_bwd_preprocess<RowTraits, Traits::kBlockM>(p, stream);
+      err != cudaSuccess) {
     return err;
   }
   BwdKernelParams<Traits> params{};
