@@ -439,5 +439,32 @@ TEST(BackwardCApi, ReportsErrorsWithMessages) {
       << flashcore_last_error();
 }
 
+// The C struct's d_sink_logits reaches BackwardParams::d_sinks: set without sink_logits, it is
+// refused by name before anything runs.
+TEST(BackwardCApi, PassesTheSinksGradient) {
+  const BackwardParams p = valid_params();
+  flashcore_backward_params c;
+  flashcore_backward_params_init(&c);
+  c.dtype = FLASHCORE_BFLOAT16;
+  c.batch = p.batch, c.seqlen_q = p.seqlen_q, c.seqlen_k = p.seqlen_k;
+  c.heads_q = p.heads_q, c.heads_kv = p.heads_kv, c.head_dim = p.head_dim;
+  auto strides = [](const Strides& s) { return flashcore_strides{s.batch, s.seq, s.head}; };
+  c.q = p.q.data, c.q_strides = strides(p.q.strides);
+  c.k = p.k.data, c.k_strides = strides(p.k.strides);
+  c.v = p.v.data, c.v_strides = strides(p.v.strides);
+  c.o = p.o.data, c.o_strides = strides(p.o.strides);
+  c.d_o = p.d_o.data, c.do_strides = strides(p.d_o.strides);
+  c.dq = p.dq.data, c.dq_strides = strides(p.dq.strides);
+  c.dk = p.dk.data, c.dk_strides = strides(p.dk.strides);
+  c.dv = p.dv.data, c.dv_strides = strides(p.dv.strides);
+  c.lse = p.lse;
+  c.d_sink_logits = reinterpret_cast<float*>(uintptr_t{1} << 41);
+  // The workspace query validates the arguments only (no device needed).
+  EXPECT_EQ(flashcore_backward_workspace_bytes(&c), 0u);
+  EXPECT_NE(std::string(flashcore_last_error()).find("d_sinks is set but flex.sinks.logits"),
+            std::string::npos)
+      << flashcore_last_error();
+}
+
 }  // namespace
 }  // namespace flashcore
