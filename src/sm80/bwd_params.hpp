@@ -100,7 +100,8 @@ FLASHCORE_HOST_DEVICE int64_t workspace_row0(const BwdParams& p, int batch, int 
 
 // Varlen: the sequence whose workspace rows (workspace_row0's layout: each sequence padded to whole
 // query blocks) hold workspace row `row` of every head, and the row's index in that sequence;
-// batch -1 for the rows no sequence has (the rounding past the last). The preprocess and convert
+// batch -1 for the rows no sequence has (a block between two sequences where the first one's
+// length is a whole number of blocks, and the rounding past the last). The preprocess and convert
 // kernels run a varlen batch over its workspace rows this way rather than over max_seqlen_q rows of
 // every sequence, whose CTAs past a shorter sequence's rows had nothing to do: one 8192-token
 // sequence beside 64 of 128 tokens took the preprocess 655 us against 25 us for the long sequence

@@ -24,8 +24,8 @@ inline constexpr int kPreprocessThreads = 128;
 // up to kMaxVarlenPasses passes inside one query block of the workspace (kBlockM rows: what the
 // backward pads its rows to), one search for all of them. Measured on the H200 (docs/perf.md,
 // session 29): one pass a CTA took a skewed varlen batch 103 us against 25 us for its long
-// sequence alone; eight, 53 us. Eight on dense batches took 47-51 us against one's 40-43 us: with
-// no search to share, fewer CTAs only meant fewer loads in flight.
+// sequence alone; eight, 50-53 us. Eight on dense batches took 47-51 us against one's 40-43 us:
+// with no search to share, fewer CTAs only meant fewer loads in flight.
 template <typename Traits, int kBlockM, bool kVarlen>
 struct PreprocessShape {
   static constexpr int kMaxVarlenPasses = 8;
