@@ -9,9 +9,12 @@ rejects causal with a positive right window); a window side at or past seqlen_k 
 masks are bottom-right aligned; softcap <= 0 is off; a head dim that is not a multiple of 8 is
 zero-padded (the scale stays 1/sqrt of the real one); return_attn_probs returns (out, lse, None).
 
-What flashcore cannot honour raises NotImplementedError naming the argument, before anything is
-computed: dropout_p > 0, alibi_slopes, rotary embeddings, cache_batch_idx, cache_leftpad, a paged
-KV cache (block_table), and gradients (flashcore is forward only; flash-attn has a backward). The
+Gradients flow as in flash-attn: flashcore.attention and attention_varlen are differentiable in
+q, k and v (run_backward; deterministic=True gives bitwise-repeatable gradients, as flash-attn's
+deterministic backward). What flashcore cannot honour raises NotImplementedError naming the
+argument, before anything is computed: dropout_p > 0, alibi_slopes, rotary embeddings,
+cache_batch_idx, cache_leftpad, a paged KV cache (block_table), and gradients through
+flash_attn_with_kvcache (an inference call; flash-attn has no backward for it either). The
 varlen functions run flashcore.attention_varlen (packed sequences, no padding).
 """
 
@@ -44,8 +47,8 @@ def _check_common(dropout_p, alibi_slopes):
 def _check_no_grad(*tensors):
     if any(getattr(t, "requires_grad", False) for t in tensors) and _torch().is_grad_enabled():
         raise NotImplementedError(
-            "flashcore.compat: inputs require grad, but flashcore is forward only (no backward); "
-            "run under torch.no_grad() or torch.inference_mode()"
+            "flashcore.compat: flash_attn_with_kvcache has no backward (an inference call); run "
+            "it under torch.no_grad() or torch.inference_mode()"
         )
 
 
@@ -78,7 +81,8 @@ def _pad_head_dim(*tensors):
     return tuple(functional.pad(t, (0, pad)) for t in tensors)
 
 
-def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, num_splits=0):
+def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, num_splits=0,
+             deterministic=False):
     head_dim = q.shape[-1]
     left, right = flash_window(causal, window_size, q.shape[1], k.shape[1])
     scale = head_dim**-0.5 if softmax_scale is None else softmax_scale
@@ -93,6 +97,7 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, n
         softcap=max(float(softcap), 0.0),
         return_lse=return_lse,
         num_splits=num_splits,
+        deterministic=deterministic,
     )
     if return_lse:
         out, lse = result
@@ -115,12 +120,11 @@ def flash_attn_func(
 ):
     """flash_attn.flash_attn_func. q: (batch, seqlen_q, nheads, headdim); k, v: (batch,
     seqlen_k, nheads_k, headdim), nheads a multiple of nheads_k. Returns out, or with
-    return_attn_probs (out, softmax_lse [batch, nheads, seqlen_q], None). `deterministic` is
-    accepted and has no effect: it concerns flash-attn's backward, and the forward pass is
-    deterministic in both."""
+    return_attn_probs (out, softmax_lse [batch, nheads, seqlen_q], None). deterministic: the
+    backward's gradients are bitwise-repeatable (the forward is either way)."""
     _check_common(dropout_p, alibi_slopes)
-    _check_no_grad(q, k, v)
-    result = _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_attn_probs)
+    result = _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_attn_probs,
+                      deterministic=deterministic)
     return (*result, None) if return_attn_probs else result
 
 
@@ -207,7 +211,6 @@ def flash_attn_varlen_func(
     _check_common(dropout_p, alibi_slopes)
     if block_table is not None:
         _unsupported("block_table", "<tensor>", "no paged KV cache yet")
-    _check_no_grad(q, k, v)
     head_dim = q.shape[-1]
     left, right = flash_window(causal, window_size, max_seqlen_q, max_seqlen_k)
     scale = head_dim**-0.5 if softmax_scale is None else softmax_scale
@@ -225,6 +228,7 @@ def flash_attn_varlen_func(
         window=(left, right),
         softcap=max(float(softcap), 0.0),
         return_lse=return_attn_probs,
+        deterministic=deterministic,
     )
     if return_attn_probs:
         out, lse = result
