@@ -5,7 +5,7 @@ the sinks cost is stated.
 Shapes: B4 H16 S4096 D128 causal, and gpt-oss's attention (64 query heads, 8 KV heads, D64) at
 B2 S4096, causal and with its 128-token sliding window. bf16. Each step is queued behind a sleep
 so that host time stays out of the interval; median of 20 CUDA-event timings after 3 warm-ups.
-Not a test: the numbers are docs/perf.md's (session 29).
+Not a test: the numbers are docs/perf.md's (sessions 29 and 30).
 Run: PYTHONPATH=<flashcore's site> python3 scripts/time_sinks_training.py [--profile]
 (--profile: also each kernel's device time in one step of each row)"""
 

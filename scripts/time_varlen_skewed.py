@@ -1,10 +1,11 @@
 # Varlen batches whose sequences are not all the longest, forward and forward + backward through
 # flashcore.attention_varlen (causal, H16 hd128 bf16): one 8192-token document beside 64 of 128
 # tokens (either order), the long document alone, and 16k tokens of documents of random length
-# (256-2047, seeded). Plain varlen runs the dense sm90 kernels; with sinks (a flex mod) the flex
-# forward and the sm80 flex backward. Prints the median of 20 CUDA-event timings after 3 warm-ups
+# (256-2047, seeded). Plain varlen runs the dense sm90 kernels; with sinks, the dense forward's
+# sinks variant (since session 30; the flex forward before) and the sm90 backward (since session
+# 29; the sm80 flex backward before). Prints the median of 20 CUDA-event timings after 3 warm-ups
 # per row, each queued behind a sleep so that host time stays out; the inputs (q, k, v, dO: 128 MiB
-# or more) do not fit L2. Not a test: the numbers are docs/perf.md's (session 28).
+# or more) do not fit L2. Not a test: the numbers are docs/perf.md's (sessions 28 and 30).
 # Run: PYTHONPATH=<flashcore's site> python3 scripts/time_varlen_skewed.py [--profile] [--only NAME]
 import statistics
 import sys

@@ -49,6 +49,19 @@ struct Epilogue {
     store_normalized(a, tile, row_end, warpgroup, tOrO, inv_sum, lse, tiled_pv, o_smem);
   }
 
+  // store() with an attention sink: one more term exp(sink) in each row's denominator, with no
+  // value (flashcore/flex/sinks.hpp); sink is the head's logit in natural-log units. The softmax
+  // keeps its max in the scores' raw units, which exp_factor takes to log2 units.
+  template <typename TensorO, typename TiledMma>
+  __device__ static void store_with_sink(const FwdArgs& a, const Tile& tile, int row_end,
+                                         int warpgroup, const TensorO& tOrO,
+                                         const OnlineSoftmax<1>& softmax, float sink,
+                                         const TiledMma& tiled_pv, Element* o_smem) {
+    float inv_sum[1][2], lse[1][2];
+    softmax.finalize_with_sink(a.exp_factor, sink * kLog2e / a.exp_factor, inv_sum, lse);
+    store_normalized(a, tile, row_end, warpgroup, tOrO, inv_sum, lse, tiled_pv, o_smem);
+  }
+
   // store() with the rows' 1/sum and LSE given (the flex kernel finalizes with a sink).
   template <typename TensorO, typename TiledMma>
   __device__ static void store_normalized(const FwdArgs& a, const Tile& tile, int row_end,

@@ -26,13 +26,18 @@ namespace flashcore::sm90 {
 // docs/perf.md measures one at a time (production runs both). kListed: the producer takes a
 // varlen batch's tiles from its tile list (varlen_tiles.hpp). That is a kernel of its own because
 // any change to the producer's loop recompiles the consumers' loop differently (ptxas), and the
-// dense kernel lost 0.2-0.8% that way (docs/perf.md, session 25).
-template <bool kSoftcap_, bool kPingpong_ = true, bool kIntraOverlap_ = true, bool kListed_ = false>
+// dense kernel lost 0.2-0.8% that way (docs/perf.md, session 25). kSinks: each row's softmax
+// denominator gets its head's sink term (FwdArgs::sink_logits, flashcore/flex/sinks.hpp). Its own
+// kernel for the same reason: a run-time sink branch in the one epilogue made every dense hd128
+// forward 3-4% slower (docs/perf.md, session 29).
+template <bool kSoftcap_, bool kPingpong_ = true, bool kIntraOverlap_ = true, bool kListed_ = false,
+          bool kSinks_ = false>
 struct Variant {
   static constexpr bool kSoftcap = kSoftcap_;
   static constexpr bool kPingpong = kPingpong_;
   static constexpr bool kIntraOverlap = kIntraOverlap_;
   static constexpr bool kListed = kListed_;
+  static constexpr bool kSinks = kSinks_;
 };
 
 template <typename Traits, typename Variant>
@@ -109,6 +114,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const int tile_index = TileRing::take(smem.tiles, tiles_taken);
     if (tile_index >= a.num_tiles) break;
     Tile tile = TileScheduler<Traits::kClusterCtas>::decode(a, tile_index);
+    // The head's sink logit (-inf: none), read before the mainloop so that its latency hides there.
+    const float sink = Variant::kSinks ? a.sink_logits[tile.head] : -INFINITY;
     const SequenceView seq = sequence_view(a, tile.batch);
     if (past_sequence<Traits::kBlockM>(a, seq, tile.m_block)) continue;  // the producer skips it
     const BlockRange range = key_blocks<Traits::kBlockM, Traits::kBlockN>(a, seq.mask, tile);
@@ -116,17 +123,23 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const int row_end = seq.mask.seqlen_q;
     if (is_varlen_batch(a)) tile.batch = 0;
     if (range.empty()) {  // the producer loads nothing for it either
+      // A row that sees no key keeps only the sink's term: LSE = its logit (-inf without sinks).
       Epilogue<Traits>::store_empty_rows(sequence_output<Element>(a, seq.q_start), tile, row_end,
-                                         -INFINITY, mma.warpgroup, thread);
+                                         sink, mma.warpgroup, thread);
       continue;
     }
     pipeline_q.consumer_wait(read_q);
     OnlineSoftmax<1> softmax;
     mma.run(a, seq.mask, tile, range, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, softmax,
             pipeline_k, pipeline_v, read_k, read_v, thread);
-    Epilogue<Traits>::store(sequence_output<Element>(a, seq.q_start), tile, row_end, mma.warpgroup,
-                            tOrO, softmax, mma.mma_pv,
-                            smem.q.data() + read_q.index() * Traits::kQTileElements);
+    Element* o_stage = smem.q.data() + read_q.index() * Traits::kQTileElements;
+    if constexpr (Variant::kSinks) {
+      Epilogue<Traits>::store_with_sink(sequence_output<Element>(a, seq.q_start), tile, row_end,
+                                        mma.warpgroup, tOrO, softmax, sink, mma.mma_pv, o_stage);
+    } else {
+      Epilogue<Traits>::store(sequence_output<Element>(a, seq.q_start), tile, row_end,
+                              mma.warpgroup, tOrO, softmax, mma.mma_pv, o_stage);
+    }
     // This thread's reads of O (generic proxy) happen before the next Q lands in the stage (async
     // proxy); every consumer thread arrives on the stage's empty barrier. Q's ring is this CTA's
     // own, so the arrival is local (consumer_release of a ring built for a one-CTA cluster would

@@ -39,6 +39,9 @@ struct FwdArgs {
   void* o;
   int64_t o_batch, o_seq, o_head;
   float* lse;  // [batch, heads, seqlen_q] natural log (varlen: [heads, total_q]), or null
+  // Attention sinks' logits, fp32 [heads] (natural log), read by Variant::kSinks only: the plan
+  // sets them for unsplit, unpacked, unclustered problems (sm90_fwd.cu); null otherwise.
+  const float* sink_logits;
 
   // The persistent schedule (tile_scheduler.hpp).
   int num_m_blocks;

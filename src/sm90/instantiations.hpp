@@ -19,6 +19,11 @@ namespace flashcore::sm90 {
 
 using detail::instantiated_head_dim;
 
+// The head dims (instantiated) whose kernels have a sinks variant (fwd_kernel.cuh,
+// Variant::kSinks): gpt-oss's 64 and the common 128. Each is one more kernel per dtype to build;
+// sinks at other head dims run on the flex kernel.
+constexpr bool has_sinks_kernel(int head_dim) { return head_dim == 64 || head_dim == 128; }
+
 // Defined once per head dim by FLASHCORE_SM90_INSTANTIATE in sm90_fwd_hd<D>.cu.
 template <int kHeadDim>
 cudaError_t launch_head_dim(const LaunchArgs& args, cudaStream_t stream);

@@ -83,11 +83,31 @@ cudaError_t launch_traits(const LaunchArgs& in, cudaStream_t stream) {
                 "kernel's");
   const FwdParams<Traits> params = make_fwd_params<Traits>(in);
   const bool softcap = in.args.softcap_out > 0.f;
+  const bool sinks = in.args.sink_logits != nullptr;
   if constexpr (kClusterCtas > 1) {
-    // Clusters run unmasked problems without softcap, full schedule only (plan() in sm90_fwd.cu).
-    if (softcap || !in.pingpong || !in.intra_overlap) return cudaErrorNotSupported;
+    // Clusters run unmasked problems without softcap or sinks, full schedule only (plan() in
+    // sm90_fwd.cu).
+    if (softcap || sinks || !in.pingpong || !in.intra_overlap) return cudaErrorNotSupported;
     return launch_kernel<Traits, Variant<false>>(params, in.num_ctas, stream);
   } else {
+    if (sinks) {
+      // The sinks variants, listed (a varlen batch's tile list) or not: unsplit (a sink joins each
+      // row once, after any merge), without softcap, full schedule (sm90_fwd.cu routes only such
+      // problems here).
+      if constexpr (has_sinks_kernel(kHeadDim)) {
+        if (softcap || in.args.num_splits > 1 || !in.pingpong || !in.intra_overlap) {
+          return cudaErrorNotSupported;
+        }
+        if (in.args.varlen_tiles != nullptr) {
+          return launch_kernel<Traits, Variant<false, true, true, true, true>>(params, in.num_ctas,
+                                                                               stream);
+        }
+        return launch_kernel<Traits, Variant<false, true, true, false, true>>(params, in.num_ctas,
+                                                                              stream);
+      } else {
+        return cudaErrorNotSupported;
+      }
+    }
     if (in.pingpong && in.intra_overlap) {
       // A varlen batch with its tile list (sm90_fwd.cu's plan asks for one only where it exists).
       if (in.args.varlen_tiles != nullptr) {

@@ -176,9 +176,14 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   const bool masked = p.mask.left >= 0 || p.mask.right >= 0;
   const bool softcap = p.softcap_out > 0.f;
   const bool blocks_pair_up = p.num_m_blocks % cluster_ctas == 0;
+  // Sinks (only where sm90_dense_kernel_runs_sinks sends them here) run on the sinks variant,
+  // which has no cluster kernel.
+  const bool sinks = params.flex.sinks.enabled();
+  if (sinks) p.sink_logits = params.flex.sinks.logits;
   in.dynamic = (masked || varlen) && p.num_splits == 1;
-  in.cluster_ctas =
-      !masked && !softcap && !varlen && p.num_splits == 1 && blocks_pair_up ? cluster_ctas : 1;
+  in.cluster_ctas = !masked && !softcap && !varlen && !sinks && p.num_splits == 1 && blocks_pair_up
+                        ? cluster_ctas
+                        : 1;
   bool persistent = true;
 #if defined(FLASHCORE_SM90_SCHEDULE_VARIANTS)
   persistent = apply_schedule_knob(&in);
@@ -263,7 +268,33 @@ TileShape resolved_tile(const Problem& problem, const cudaDeviceProp& device) {
 
 }  // namespace
 
-bool sm90_needs_flex_kernel(const Problem& problem) { return problem.params.flex.active(); }
+bool sm90_dense_kernel_runs_sinks(const Problem& problem, const cudaDeviceProp& device) {
+#if !FLASHCORE_HAS_SM90
+  (void)problem;
+  (void)device;
+  return false;
+#else
+  const AttentionParams& a = problem.params;
+  const flex::FlexOptions& flex = a.flex;
+  if (!flex.sinks.enabled() || flex.has_mask_mod() || flex.has_score_mod() ||
+      flex.has_block_mask()) {
+    return false;
+  }
+  if (a.softcap > 0.f || a.num_splits > 1) return false;
+  if (a.tile != TileShape::kAuto && a.tile != TileShape::kLarge) return false;
+  if (!sm90::has_sinks_kernel(sm90::instantiated_head_dim(a.head_dim))) return false;
+  if (persistent_rejects(problem, device)[0] != '\0') return false;
+  if (persistent_declines(problem, device)[0] != '\0') return false;  // never for varlen
+  // Unpacked heads (a packed decode tile's rows are different heads) and one split (a sink joins
+  // each row once, after any merge).
+  const LaunchArgs in = plan(problem, device);
+  return in.args.heads == a.heads_q && in.args.num_splits == 1;
+#endif
+}
+
+bool sm90_needs_flex_kernel(const Problem& problem, const cudaDeviceProp& device) {
+  return problem.params.flex.active() && !sm90_dense_kernel_runs_sinks(problem, device);
+}
 
 const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
 #if !FLASHCORE_HAS_SM90
@@ -278,7 +309,7 @@ const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
   if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {
     return "supports seqlen_q and seqlen_k up to 2^29";
   }
-  if (sm90_needs_flex_kernel(problem)) return sm90_flex_rejects(problem, device);
+  if (sm90_needs_flex_kernel(problem, device)) return sm90_flex_rejects(problem, device);
   if (is_varlen(a)) {
     if (a.num_splits > 1) return "runs varlen batches unsplit; pass num_splits 0 or 1";
     if (a.tile != TileShape::kAuto && a.tile != TileShape::kLarge) {
@@ -297,7 +328,7 @@ const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
 const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& device) {
   // A forced tile runs on the first backend that has it.
   if (problem.params.tile != TileShape::kAuto) return "";
-  if (sm90_needs_flex_kernel(problem)) return sm90_flex_auto_declines(problem, device);
+  if (sm90_needs_flex_kernel(problem, device)) return sm90_flex_auto_declines(problem, device);
   if (persistent_declines(problem, device)[0] == '\0') return "";
   if (resolved_tile(problem, device) != TileShape::kLarge) return "";
   return "leaves grids too small for its persistent kernel, where none of its small-grid tiles "
@@ -305,9 +336,9 @@ const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& dev
 }
 
 size_t sm90_workspace_bytes(const Problem& problem) {
-  if (sm90_needs_flex_kernel(problem)) return sm90_flex_workspace_bytes(problem);
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
+  if (sm90_needs_flex_kernel(problem, device)) return sm90_flex_workspace_bytes(problem);
 #if FLASHCORE_HAS_SM90
   if (const TileShape tile = resolved_tile(problem, device); tile != TileShape::kLarge) {
     return sm90::small_grid::workspace_bytes(problem, device, tile);
@@ -328,9 +359,9 @@ Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream)
   (void)stream;
   return {StatusCode::kUnsupported, "sm90 is not in this build"};
 #else
-  if (sm90_needs_flex_kernel(problem)) return launch_sm90_flex(problem, workspace, stream);
   cudaDeviceProp device{};
   if (Status s = current_device_properties(&device); !s.ok()) return s;
+  if (sm90_needs_flex_kernel(problem, device)) return launch_sm90_flex(problem, workspace, stream);
   if (const TileShape tile = resolved_tile(problem, device); tile != TileShape::kLarge) {
     return sm90::small_grid::launch(problem, device, tile, workspace, stream);
   }

@@ -15,9 +15,16 @@
 namespace flashcore::detail {
 
 // Whether the problem runs on the sm90 flex kernel (sm90/flex_fwd.cu): one with a FlexAttention
-// part. A varlen batch without one runs on the persistent kernel, each tile bound to its sequence
-// (sm90/sequence_view.hpp), with the dense kernel's window, softcap, GQA and LSE.
-bool sm90_needs_flex_kernel(const Problem& problem);
+// part that the persistent kernel does not take (below). A varlen batch without one runs on the
+// persistent kernel, each tile bound to its sequence (sm90/sequence_view.hpp), with the dense
+// kernel's window, softcap, GQA and LSE.
+bool sm90_needs_flex_kernel(const Problem& problem, const cudaDeviceProp& device);
+// Whether attention sinks with no other flex part run on the persistent kernel's sinks variant
+// (sm90/fwd_kernel.cuh, Variant::kSinks), which keeps the dense kernel's tiles (192 rows at hd64,
+// against the flex kernel's 128): dense and varlen batches, head dims 64 and 128 (instantiated),
+// no softcap, grids the persistent kernel runs unsplit with one query head per row (no decode
+// packing).
+bool sm90_dense_kernel_runs_sinks(const Problem& problem, const cudaDeviceProp& device);
 
 const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device);
 // Non-empty when auto should leave this problem to another backend that was measured faster on

@@ -117,6 +117,28 @@ def test_mods_match_the_reference(dtype, block_size):
         check(out, lse, ref_out, ref_lse, dtype, name)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("mask", ["causal", "window_128"])
+def test_sinks_alone_on_a_large_grid(dtype, D, mask):
+    """gpt-oss's attention (sinks, GQA, causal or its 128-token window) on a grid large enough for
+    sm90's persistent kernel, whose sinks variant runs it on an H100/H200 (the C++ SinksSm90Dense
+    tests assert that routing): against the reference with the sinks in the denominator and in
+    LSE, and bitwise against a second call."""
+    q, k, v = inputs(dtype, B=1, Hq=32, Hkv=8, S=1000, D=D)
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 2)
+    sinks = 2 * torch.randn(32, device="cuda", generator=g)
+    mask_mod = mods.causal() if mask == "causal" else mods.sliding_window(127)
+    block_mask = flashcore.create_block_mask(mask_mod, None, None, 1000, 1000)
+    runs = [flashcore.flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True,
+                                     return_lse=True, sinks=sinks) for _ in range(2)]
+    assert flashcore.last_provider() == varlen_provider()
+    (out, lse), (again, lse_again) = runs
+    assert torch.equal(out, again) and torch.equal(lse, lse_again), f"seed {RUN_SEED}"
+    ref_out, ref_lse = reference(q, k, v, mask_mod, None, sinks=sinks)
+    check(out, lse, ref_out, ref_lse, dtype, f"sinks alone, {mask}, hd{D}")
+
+
 @pytest.mark.parametrize("block_size", [64, 128])
 @pytest.mark.parametrize("window", [(-1, 0), (100, 0), (37, 5)])
 def test_a_windows_own_block_mask_runs_the_window_path(window, block_size):

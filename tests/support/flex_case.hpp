@@ -53,7 +53,9 @@ struct FlexResult {
   double rel_l2 = 0;
   double lse_max_abs = 0;
   int64_t nan_count = 0;
-  int64_t masked_row_errors = 0;  // rows the reference sees nothing in: O != 0 or LSE != ref
+  // Rows that see no key (with sinks: the reference's O row is exactly 0), and those of them whose
+  // O is not 0 or whose LSE is not the reference's (-inf, or the sink within kLseTolerance).
+  int64_t masked_row_errors = 0;
   int64_t masked_rows = 0;
   std::string provider;
 };
