@@ -21,15 +21,23 @@ namespace flashcore::reference {
 // dk, dv (k's). A row that sees nothing gets dq = 0; a key no row sees gets dk = dv = 0.
 // row_sees_keys (optional): per (query row, head) of q's layout, whether the row sees any key (a
 // row that sees exactly one has dq = 0 too, from P = 1 and dP = D, so zeros do not tell).
+// stored_o (optional, q's layout): the O a forward stored; D = dO . O is then taken from it, as
+// every backward kernel takes it, instead of sum P dP. O in fp16/bf16 is off by its rounding,
+// and dS = P (dP - D) can cancel that far below it: a decode row (one query, thousands of keys)
+// moved dQ's relative error past 1% from O's rounding alone (docs/backward.md, session 30).
 template <typename MaskMod, typename ScoreMod>
 Status cpu_flex_attention_backward(const FlexReferenceProblem& p, const std::vector<double>& q,
                                    const std::vector<double>& k, const std::vector<double>& v,
                                    const std::vector<double>& d_o, const MaskMod& mask_mod,
                                    const ScoreMod& score_mod, std::vector<double>* dq,
                                    std::vector<double>* dk, std::vector<double>* dv,
-                                   std::vector<uint8_t>* row_sees_keys = nullptr) {
+                                   std::vector<uint8_t>* row_sees_keys = nullptr,
+                                   const std::vector<double>* stored_o = nullptr) {
   if (Status s = detail::validate_flex_reference(p, q.size(), k.size(), v.size()); !s.ok()) {
     return s;
+  }
+  if (stored_o != nullptr && stored_o->size() != q.size()) {
+    return {StatusCode::kInvalidArgument, "cpu_flex_attention_backward: stored_o is not q's size"};
   }
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   const int64_t Hq = p.heads_q, Hkv = p.heads_kv, D = p.head_dim, group = Hq / Hkv;
@@ -104,6 +112,11 @@ Status cpu_flex_attention_backward(const FlexReferenceProblem& p, const std::vec
           for (int64_t d = 0; d < D; ++d) dpj += doi[d] * vj[d];
           dp[jj] = dpj;
           delta += scores[jj] * dpj;
+        }
+        if (stored_o != nullptr) {
+          const double* oi = &(*stored_o)[at(seq.q_begin + i, Hq, h)];
+          delta = 0.0;
+          for (int64_t d = 0; d < D; ++d) delta += doi[d] * oi[d];
         }
         double* dqi = &(*dq)[at(seq.q_begin + i, Hq, h)];
         for (int64_t j = 0; j < seq.seqlen_k; ++j) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "flashcore/flex.hpp"
+#include "reference/cpu_flex_backward_reference.hpp"
 #include "reference/cpu_flex_reference.hpp"
 #include "reference/cpu_reference.hpp"
 
@@ -352,6 +353,43 @@ TEST(FlexReference, SinksJoinTheDenominatorOnly) {
   EXPECT_EQ(masked.lse[0], logits[0]);
   EXPECT_EQ(masked.lse[6], logits[1]);
   for (int e = 0; e < D; ++e) EXPECT_EQ(masked.o[e], 0.0);
+}
+
+// The backward reference's stored_o: D = dO . O from the O a forward stored is the same D as
+// sum P dP when that O is the exact one (to 1e-12, with sinks, GQA and ALiBi), and an O off by a
+// rounding moves dQ through D alone (dV never reads D). A stored O of the wrong size is refused.
+TEST(FlexReference, BackwardTakesDFromAStoredO) {
+  constexpr int64_t Sq = 9, Sk = 13, Hq = 4, Hkv = 2, D = 8;
+  Inputs in = random_inputs(1, Sq, Sk, Hq, Hkv, D);
+  const std::vector<float> logits = {0.5f, -1.f, 2.f, 0.f};
+  const std::vector<float> slopes = {0.25f, 0.5f, 1.f, 2.f};
+  in.problem.sinks = {logits.data()};
+  flex::BuiltinScoreMod alibi;  // the built-in form: the backward has its derivative
+  alibi.alibi = flex::AlibiScore{slopes.data()};
+  const Output forward = flex_run(in, flex::causal_mask(), alibi);
+  std::mt19937_64 rng(std::random_device{}());
+  std::normal_distribution<double> normal;
+  std::vector<double> d_o(in.q.size());
+  for (double& x : d_o) x = normal(rng);
+  auto backward = [&](const std::vector<double>* stored_o, std::vector<double>* dq,
+                      std::vector<double>* dk, std::vector<double>* dv) {
+    return reference::cpu_flex_attention_backward(in.problem, in.q, in.k, in.v, d_o,
+                                                  flex::causal_mask(), alibi, dq, dk, dv,
+                                                  /*row_sees_keys=*/nullptr, stored_o);
+  };
+  std::vector<double> dq, dk, dv, dq_o, dk_o, dv_o;
+  ASSERT_TRUE(backward(nullptr, &dq, &dk, &dv).ok());
+  ASSERT_TRUE(backward(&forward.o, &dq_o, &dk_o, &dv_o).ok());
+  EXPECT_LE(max_diff(dq_o, dq), kExact);
+  EXPECT_LE(max_diff(dk_o, dk), kExact);
+  EXPECT_LE(max_diff(dv_o, dv), kExact);
+  std::vector<double> rounded = forward.o;
+  for (double& x : rounded) x *= 1.0 + 1.0 / 256;  // bf16's half ulp, everywhere
+  ASSERT_TRUE(backward(&rounded, &dq_o, &dk_o, &dv_o).ok());
+  EXPECT_GT(max_diff(dq_o, dq), kExact) << "D from the stored O must reach dQ";
+  EXPECT_LE(max_diff(dv_o, dv), kExact) << "dV = P^T dO does not read D";
+  rounded.pop_back();
+  EXPECT_FALSE(backward(&rounded, &dq_o, &dk_o, &dv_o).ok());
 }
 
 TEST(FlexReference, RejectsInconsistentProblems) {

@@ -209,9 +209,12 @@ void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result,
   if (c.block_mask != BlockMaskKind::kNone) rp.block_mask = &host_view;
   std::vector<double> ref_dq, ref_dk, ref_dv;
   std::vector<uint8_t> row_sees_keys;
+  // The gradients of the O the GPU stored (D = dO . O from it, as the kernels take it): a decode
+  // row's dQ otherwise carries O's rounding through dS's cancellation (the reference's comment).
+  const std::vector<double> stored_o = read_back(o, q_elems, c.dtype);
   const Status rs = reference::cpu_flex_attention_backward(
       rp, data.q.values, data.k.values, data.v.values, d_o.values, data.host_mask, data.host_score,
-      &ref_dq, &ref_dk, &ref_dv, &row_sees_keys);
+      &ref_dq, &ref_dk, &ref_dv, &row_sees_keys, &stored_o);
   ASSERT_TRUE(rs.ok()) << rs.message;
   if (c.sinks) {
     std::vector<float> out_d_sinks(static_cast<size_t>(c.heads_q));
@@ -219,8 +222,7 @@ void run_flex_backward_case(const FlexCase& c, FlexBackwardResult* result,
         cudaMemcpy(out_d_sinks.data(), d_sinks.get(), d_sinks.bytes(), cudaMemcpyDeviceToHost),
         cudaSuccess);
     std::vector<double> ref_d_sinks;
-    sink_grad_of_forward(c, data, read_back(o, q_elems, c.dtype), read_back_floats(lse), d_o.values,
-                         &ref_d_sinks);
+    sink_grad_of_forward(c, data, stored_o, read_back_floats(lse), d_o.values, &ref_d_sinks);
     result->rel_l2_d_sinks = rel_l2(std::vector<double>(out_d_sinks.begin(), out_d_sinks.end()),
                                     ref_d_sinks, &result->nan_count);
   }
