@@ -12,8 +12,10 @@
 #include "common/launch_status.hpp"
 #include "common/query_view.hpp"
 #include "common/score_scaling.hpp"
+#include "common/workspace_align.hpp"
 #include "flashcore/varlen.hpp"
 #include "sm80/combine.cuh"
+#include "sm80/sink_rescale.hpp"
 #include "sm80/split_kv.hpp"
 #include "sm90/flex_fwd.hpp"
 #include "sm90/instantiations.hpp"
@@ -266,6 +268,47 @@ TileShape resolved_tile(const Problem& problem, const cudaDeviceProp& device) {
   return TileShape::kLarge;
 }
 
+// Sinks and no other flex part: the dense kernels run them, on the persistent kernel's sinks
+// variant where sm90_dense_kernel_runs_sinks says so, else without sinks and rescaled after
+// (sm80/sink_rescale.hpp): decode grids (split, or heads packed into rows), the small-grid tiles,
+// the head dims without the variant, softcap.
+bool sinks_alone(const Problem& problem) {
+  const flex::FlexOptions& flex = problem.params.flex;
+  return flex.sinks.enabled() && !flex.has_mask_mod() && !flex.has_score_mod() &&
+         !flex.has_block_mask();
+}
+
+// What the dense kernels run before the rescale: the problem without its sinks, LSE written to
+// lse.
+Problem without_sinks(const Problem& problem, float* lse) {
+  Problem plain = problem;
+  plain.params.flex.sinks = {};
+  plain.params.lse = lse;
+  return plain;
+}
+
+// The LSE the dense kernels write and the rescale reads, fp32 [B, Hq, Sq] ([Hq, total_q]): in the
+// workspace, apart from the caller's LSE, which the rescale writes (in place, a row's threads
+// would read what another had already rescaled).
+size_t lse_scratch_bytes(const AttentionParams& a) {
+  const int64_t batch = is_varlen(a) ? 1 : a.batch;
+  return static_cast<size_t>(batch * a.heads_q * a.seqlen_q) * sizeof(float);
+}
+
+size_t dense_workspace_bytes(const Problem& problem, const cudaDeviceProp& device) {
+#if FLASHCORE_HAS_SM90
+  if (const TileShape tile = resolved_tile(problem, device); tile != TileShape::kLarge) {
+    return sm90::small_grid::workspace_bytes(problem, device, tile);
+  }
+#endif
+  const LaunchArgs in = plan(problem, device);
+  if (in.varlen_tile_capacity > 0) {
+    return kTileCounterBytes + sm90::varlen_tile_list_bytes(in.varlen_tile_capacity, in.args.heads);
+  }
+  if (in.dynamic) return kTileCounterBytes;
+  return sm80::split_workspace_bytes(in.args.num_splits, kernel_rows(in.args), in.args.head_dim);
+}
+
 }  // namespace
 
 bool sm90_dense_kernel_runs_sinks(const Problem& problem, const cudaDeviceProp& device) {
@@ -292,8 +335,8 @@ bool sm90_dense_kernel_runs_sinks(const Problem& problem, const cudaDeviceProp& 
 #endif
 }
 
-bool sm90_needs_flex_kernel(const Problem& problem, const cudaDeviceProp& device) {
-  return problem.params.flex.active() && !sm90_dense_kernel_runs_sinks(problem, device);
+bool sm90_needs_flex_kernel(const Problem& problem) {
+  return problem.params.flex.active() && !sinks_alone(problem);
 }
 
 const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
@@ -309,7 +352,9 @@ const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
   if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen) {
     return "supports seqlen_q and seqlen_k up to 2^29";
   }
-  if (sm90_needs_flex_kernel(problem, device)) return sm90_flex_rejects(problem, device);
+  if (sm90_needs_flex_kernel(problem)) return sm90_flex_rejects(problem, device);
+  // Sinks alone: what the dense kernels need (the sinks variant runs a subset of their problems).
+  const Problem plain = sinks_alone(problem) ? without_sinks(problem, a.lse) : problem;
   if (is_varlen(a)) {
     if (a.num_splits > 1) return "runs varlen batches unsplit; pass num_splits 0 or 1";
     if (a.tile != TileShape::kAuto && a.tile != TileShape::kLarge) {
@@ -319,49 +364,39 @@ const char* sm90_rejects(const Problem& problem, const cudaDeviceProp& device) {
   // kAuto may run the persistent kernel, so it needs what that kernel needs; it picks a small-grid
   // tile only where that tile runs too.
   if (a.tile == TileShape::kAuto || a.tile == TileShape::kLarge) {
-    return persistent_rejects(problem, device);
+    return persistent_rejects(plain, device);
   }
-  return sm90::small_grid::rejects(problem, device, a.tile);
+  return sm90::small_grid::rejects(plain, device, a.tile);
 #endif
 }
 
 const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& device) {
   // A forced tile runs on the first backend that has it.
   if (problem.params.tile != TileShape::kAuto) return "";
-  if (sm90_needs_flex_kernel(problem, device)) return sm90_flex_auto_declines(problem, device);
-  if (persistent_declines(problem, device)[0] == '\0') return "";
-  if (resolved_tile(problem, device) != TileShape::kLarge) return "";
+  if (sm90_needs_flex_kernel(problem)) return sm90_flex_auto_declines(problem, device);
+  const Problem plain = sinks_alone(problem) ? without_sinks(problem, problem.params.lse) : problem;
+  if (persistent_declines(plain, device)[0] == '\0') return "";
+  if (resolved_tile(plain, device) != TileShape::kLarge) return "";
   return "leaves grids too small for its persistent kernel, where none of its small-grid tiles "
          "wins (or has this head_dim), to the sm80 backend";
 }
 
 size_t sm90_workspace_bytes(const Problem& problem) {
+  if (sm90_needs_flex_kernel(problem)) return sm90_flex_workspace_bytes(problem);
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
-  if (sm90_needs_flex_kernel(problem, device)) return sm90_flex_workspace_bytes(problem);
-#if FLASHCORE_HAS_SM90
-  if (const TileShape tile = resolved_tile(problem, device); tile != TileShape::kLarge) {
-    return sm90::small_grid::workspace_bytes(problem, device, tile);
+  if (sinks_alone(problem) && !sm90_dense_kernel_runs_sinks(problem, device)) {
+    const size_t dense = dense_workspace_bytes(without_sinks(problem, nullptr), device);
+    return align_up(dense) + lse_scratch_bytes(problem.params);
   }
-#endif
-  const LaunchArgs in = plan(problem, device);
-  if (in.varlen_tile_capacity > 0) {
-    return kTileCounterBytes + sm90::varlen_tile_list_bytes(in.varlen_tile_capacity, in.args.heads);
-  }
-  if (in.dynamic) return kTileCounterBytes;
-  return sm80::split_workspace_bytes(in.args.num_splits, kernel_rows(in.args), in.args.head_dim);
+  return dense_workspace_bytes(problem, device);
 }
 
-Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream) {
-#if !FLASHCORE_HAS_SM90
-  (void)problem;
-  (void)workspace;
-  (void)stream;
-  return {StatusCode::kUnsupported, "sm90 is not in this build"};
-#else
-  cudaDeviceProp device{};
-  if (Status s = current_device_properties(&device); !s.ok()) return s;
-  if (sm90_needs_flex_kernel(problem, device)) return launch_sm90_flex(problem, workspace, stream);
+#if FLASHCORE_HAS_SM90
+namespace {
+
+Status launch_dense(const Problem& problem, const cudaDeviceProp& device, void* workspace,
+                    cudaStream_t stream) {
   if (const TileShape tile = resolved_tile(problem, device); tile != TileShape::kLarge) {
     return sm90::small_grid::launch(problem, device, tile, workspace, stream);
   }
@@ -417,6 +452,49 @@ Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream)
       in.bf16 ? sm80::launch_combine<__nv_bfloat16>(combine, p.head_dim, stream)
               : sm80::launch_combine<__half>(combine, p.head_dim, stream);
   return launch_status(combined, "sm90 combine_kernel");
+}
+
+// The dense kernels without the sinks, their LSE after their workspace, then the rescale that adds
+// the sinks to O and writes the caller's LSE.
+Status launch_with_sink_rescale(const Problem& problem, const cudaDeviceProp& device,
+                                void* workspace, cudaStream_t stream) {
+  const AttentionParams& a = problem.params;
+  const size_t dense = dense_workspace_bytes(without_sinks(problem, nullptr), device);
+  float* lse = reinterpret_cast<float*>(static_cast<char*>(workspace) + align_up(dense));
+  if (Status s = launch_dense(without_sinks(problem, lse), device, workspace, stream); !s.ok()) {
+    return s;
+  }
+  sm80::SinkRescaleArgs rescale{};
+  rescale.o = a.o.data;
+  rescale.bf16 = a.o.dtype == DType::kBFloat16;
+  rescale.o_strides = a.o.strides;
+  rescale.batch = is_varlen(a) ? 1 : a.batch;
+  rescale.seqlen = a.seqlen_q;
+  rescale.heads = a.heads_q;
+  rescale.head_dim = a.head_dim;
+  rescale.lse_in = lse;
+  rescale.lse_out = a.lse;
+  rescale.sink_logits = a.flex.sinks.logits;
+  return launch_status(sm80::launch_sink_rescale(rescale, stream), "sm90 sink rescale");
+}
+
+}  // namespace
+#endif
+
+Status launch_sm90(const Problem& problem, void* workspace, cudaStream_t stream) {
+#if !FLASHCORE_HAS_SM90
+  (void)problem;
+  (void)workspace;
+  (void)stream;
+  return {StatusCode::kUnsupported, "sm90 is not in this build"};
+#else
+  if (sm90_needs_flex_kernel(problem)) return launch_sm90_flex(problem, workspace, stream);
+  cudaDeviceProp device{};
+  if (Status s = current_device_properties(&device); !s.ok()) return s;
+  if (sinks_alone(problem) && !sm90_dense_kernel_runs_sinks(problem, device)) {
+    return launch_with_sink_rescale(problem, device, workspace, stream);
+  }
+  return launch_dense(problem, device, workspace, stream);
 #endif
 }
 

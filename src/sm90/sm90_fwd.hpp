@@ -15,10 +15,11 @@
 namespace flashcore::detail {
 
 // Whether the problem runs on the sm90 flex kernel (sm90/flex_fwd.cu): one with a FlexAttention
-// part that the persistent kernel does not take (below). A varlen batch without one runs on the
-// persistent kernel, each tile bound to its sequence (sm90/sequence_view.hpp), with the dense
-// kernel's window, softcap, GQA and LSE.
-bool sm90_needs_flex_kernel(const Problem& problem, const cudaDeviceProp& device);
+// part other than sinks alone. A varlen batch without one runs on the persistent kernel, each tile
+// bound to its sequence (sm90/sequence_view.hpp), with the dense kernel's window, softcap, GQA and
+// LSE. Sinks alone run on the dense kernels: on the persistent kernel's sinks variant (below), or
+// without them and then rescaled (sm80/sink_rescale.hpp).
+bool sm90_needs_flex_kernel(const Problem& problem);
 // Whether attention sinks with no other flex part run on the persistent kernel's sinks variant
 // (sm90/fwd_kernel.cuh, Variant::kSinks), which keeps the dense kernel's tiles (192 rows at hd64,
 // against the flex kernel's 128): dense and varlen batches, head dims 64 and 128 (instantiated),

@@ -450,11 +450,12 @@ TEST(FlexFunctors, PrepareRejectsTheFieldsTheFunctorsReplace) {
   }
 }
 
-// Attention sinks with no other flex part run on sm90's persistent kernel (its sinks variants)
-// where it has one: a dense or varlen batch at head dim 64 or 128 (instantiated), no softcap, a
-// grid it runs unsplit with one query head per row. Everything else with sinks stays on the flex
-// kernel.
-TEST(FlexBackends, Sm90RunsSinksAloneOnThePersistentKernel) {
+// Attention sinks with no other flex part run on sm90's dense kernels: on the persistent kernel's
+// sinks variant where it has one (a dense or varlen batch at head dim 64 or 128, instantiated, no
+// softcap, a grid it runs unsplit with one query head per row), else without them and rescaled
+// after (decode grids, small grids, other head dims, softcap, forced splits or tiles). With any
+// other flex part they stay on the flex kernel.
+TEST(FlexBackends, Sm90RunsSinksAloneOnTheDenseKernels) {
   if (!sm90_in_build()) GTEST_SKIP() << "sm90 routing test skipped: this build has no sm_90a";
   auto sinks_alone = [](int64_t batch, int64_t seqlen_q, int64_t heads_q, int64_t head_dim) {
     AttentionParams p = flex_params();
@@ -492,20 +493,28 @@ TEST(FlexBackends, Sm90RunsSinksAloneOnThePersistentKernel) {
     const bool built =
         detail::kernel_built(t.p.q.dtype, detail::instantiated_head_dim(t.p.head_dim));
     EXPECT_EQ(dense(t.p), built) << t.what;
-    const detail::Problem problem = detail::make_problem(t.p);
-    EXPECT_EQ(detail::sm90_needs_flex_kernel(problem, hopper()), !built) << t.what;
+    EXPECT_FALSE(detail::sm90_needs_flex_kernel(detail::make_problem(t.p))) << t.what;
   }
-  // Left to the flex kernel.
-  struct Left {
+  struct Edit {
     const char* what;
     std::function<void(AttentionParams&)> edit;
   };
-  const Left left[] = {
+  // The flex kernel's.
+  const Edit flex_parts[] = {
       {"with ALiBi",
        [](AttentionParams& p) {
          p.flex.score_mod.alibi.slopes = reinterpret_cast<const float*>(fake(4));
        }},
       {"with a BlockMask", [](AttentionParams& p) { p.flex.block_mask = block_mask_for(p); }},
+  };
+  for (const Edit& e : flex_parts) {
+    AttentionParams p = sinks_alone(1, 1000, 32, 128);
+    e.edit(p);
+    EXPECT_FALSE(dense(p)) << e.what;
+    EXPECT_TRUE(detail::sm90_needs_flex_kernel(detail::make_problem(p))) << e.what;
+  }
+  // The dense kernels' without the variant: rescaled after.
+  const Edit rescaled[] = {
       {"with softcap", [](AttentionParams& p) { p.softcap = 30.f; }},
       {"a forced split", [](AttentionParams& p) { p.num_splits = 2; }},
       {"a forced small tile", [](AttentionParams& p) { p.tile = TileShape::kSmall; }},
@@ -526,11 +535,21 @@ TEST(FlexBackends, Sm90RunsSinksAloneOnThePersistentKernel) {
          p.q.strides = p.o.strides = bshd_strides(1, p.heads_q, p.head_dim);
        }},
   };
-  for (const Left& l : left) {
+  const detail::BackendEntry* sm90 = detail::find_backend(Backend::kSm90);
+  for (const Edit& e : rescaled) {
     AttentionParams p = sinks_alone(1, 1000, 32, 128);
-    l.edit(p);
-    EXPECT_FALSE(dense(p)) << l.what;
-    EXPECT_TRUE(detail::sm90_needs_flex_kernel(detail::make_problem(p), hopper())) << l.what;
+    e.edit(p);
+    EXPECT_FALSE(dense(p)) << e.what;
+    const detail::Problem problem = detail::make_problem(p);
+    EXPECT_FALSE(detail::sm90_needs_flex_kernel(problem)) << e.what;
+    // The dense kernels' checks, not the flex kernel's (which refuses head dims above 128).
+    AttentionParams hd256 = p;
+    hd256.head_dim = 256;
+    hd256.q.strides = hd256.o.strides = bshd_strides(p.seqlen_q, p.heads_q, 256);
+    hd256.k.strides = hd256.v.strides = bshd_strides(p.seqlen_k, p.heads_kv, 256);
+    if (p.tile == TileShape::kAuto && detail::kernel_built(p.q.dtype, 256)) {
+      EXPECT_STREQ(sm90->rejects(detail::make_problem(hd256), hopper()), "") << e.what;
+    }
   }
   AttentionParams no_sinks = sinks_alone(1, 1000, 32, 128);
   no_sinks.flex.sinks.logits = nullptr;

@@ -156,13 +156,13 @@ TEST(VarlenBackends, Sm90AndSm80RunVarlenAndEveryOtherBackendSaysWhere) {
 TEST(VarlenBackends, Sm90RunsPlainVarlenOnItsPersistentKernel) {
   const cudaDeviceProp hopper = h100_properties();
   const AttentionParams plain = varlen_params();
-  EXPECT_FALSE(detail::sm90_needs_flex_kernel(detail::make_problem(plain), hopper));
-  // Sinks alone take the persistent kernel's sinks variant where the build has it
-  // (test_flex_params.cpp, Sm90RunsSinksAloneOnThePersistentKernel); with ALiBi, the flex kernel.
+  EXPECT_FALSE(detail::sm90_needs_flex_kernel(detail::make_problem(plain)));
+  // Sinks alone run on the dense kernels (test_flex_params.cpp,
+  // Sm90RunsSinksAloneOnTheDenseKernels); with ALiBi, on the flex kernel.
   AttentionParams alibi_sinks = plain;
   alibi_sinks.flex.sinks.logits = reinterpret_cast<const float*>(plain.o.data);
   alibi_sinks.flex.score_mod.alibi.slopes = reinterpret_cast<const float*>(plain.o.data);
-  EXPECT_TRUE(detail::sm90_needs_flex_kernel(detail::make_problem(alibi_sinks), hopper));
+  EXPECT_TRUE(detail::sm90_needs_flex_kernel(detail::make_problem(alibi_sinks)));
 
   const detail::BackendEntry* sm90 = detail::find_backend(Backend::kSm90);
   ASSERT_NE(sm90, nullptr);

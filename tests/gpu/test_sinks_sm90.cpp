@@ -1,7 +1,8 @@
-// Attention sinks with no other flex part on sm90's persistent kernel (its sinks variant,
-// src/sm90/fwd_kernel.cuh Variant::kSinks; sm90_dense_kernel_runs_sinks picks the problems): each
-// case first asserts that the routing sends it there on this GPU, so that a case that drifted back
-// to the flex kernel fails instead of passing on the wrong kernel, then runs against the float64
+// Attention sinks with no other flex part on sm90's dense kernels: the persistent kernel's sinks
+// variant (src/sm90/fwd_kernel.cuh Variant::kSinks; sm90_dense_kernel_runs_sinks picks the
+// problems), and elsewhere the dense kernels without them plus the rescale. Each case first asserts
+// that the routing sends it where its suite says on this GPU, so that a case that drifted to
+// another path fails instead of passing on the wrong kernel, then runs against the float64
 // flex reference (fresh random inputs, NaN-poisoned outputs, rows that see no key: O = 0 and
 // LSE = the head's sink). Skips loudly unless the GPU is an sm_90 one.
 #include <cuda_runtime_api.h>
@@ -107,6 +108,81 @@ TEST_P(SinksSm90Dense, RunOnThePersistentKernelAndMatchFloat64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, SinksSm90Dense, ::testing::ValuesIn(dense_sinks_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Sinks alone where the variant does not run: the dense kernels without them, then the rescale
+// (src/sm80/sink_rescale.hpp). gpt-oss's decode (query heads packed into rows, keys split) and a
+// chunk of 7 queries on auto, which must stay on sm90; on sm90 by name, hd256 with softcap and
+// causal Sq > Sk (rows that see no key), hd96 fp16 with a window, a forced split, and a varlen
+// batch at hd160 (lengths 0, 1, 7).
+std::vector<FlexCase> rescaled_sinks_cases() {
+  std::vector<FlexCase> cases;
+  cases.push_back(make_flex_case("gpt_oss_decode_hd64", [](FlexCase& f) {
+    f.head_dim = 64, f.batch = 8, f.heads_q = 64, f.heads_kv = 8, f.seqlen_q = 1;
+    f.seqlen_k = 4097, f.backend = Backend::kAuto;
+  }));
+  cases.push_back(make_flex_case("gpt_oss_chunk7_window_hd64_fp16", [](FlexCase& f) {
+    f.dtype = DType::kFloat16, f.head_dim = 64, f.batch = 2, f.heads_q = 64, f.heads_kv = 8;
+    f.seqlen_q = 7, f.seqlen_k = 3000, f.causal = true, f.window_left = 127, f.window_right = 0;
+    f.backend = Backend::kAuto;
+  }));
+  cases.push_back(make_flex_case("hd256_softcap_causal_rows_without_keys", [](FlexCase& f) {
+    f.head_dim = 256, f.softcap = 15.f, f.causal = true, f.seqlen_q = 500, f.seqlen_k = 300;
+    f.heads_q = 4, f.heads_kv = 2, f.backend = Backend::kSm90;
+  }));
+  cases.push_back(make_flex_case("hd96_window_fp16", [](FlexCase& f) {
+    f.dtype = DType::kFloat16, f.head_dim = 96, f.window_left = 64, f.window_right = 16;
+    f.seqlen_q = 700, f.seqlen_k = 1001, f.batch = 2, f.backend = Backend::kSm90;
+  }));
+  cases.push_back(make_flex_case("forced_split_hd128", [](FlexCase& f) {
+    f.seqlen_q = 1, f.seqlen_k = 5000, f.heads_q = 8, f.heads_kv = 8, f.num_splits = 4;
+    f.backend = Backend::kSm90;
+  }));
+  cases.push_back(make_flex_case("varlen_hd160_causal", [](FlexCase& f) {
+    f.head_dim = 160, f.causal = true, f.heads_q = 4, f.heads_kv = 1;
+    f.lengths_q = {1, 7, 0, 300, 127}, f.lengths_k = {7, 1, 5, 300, 1000};
+    f.backend = Backend::kSm90;
+  }));
+  for (FlexCase& c : cases) c.sinks = true;
+  return cases;
+}
+
+class SinksSm90Rescaled : public ::testing::TestWithParam<FlexCase> {};
+
+TEST_P(SinksSm90Rescaled, RunOnTheDenseKernelsAndMatchFloat64Reference) {
+  FLASHCORE_REQUIRE_GPU();
+  cudaDeviceProp device{};
+  ASSERT_EQ(cudaGetDeviceProperties(&device, 0), cudaSuccess);
+  if (device.major != 9 || device.minor != 0) {
+    GTEST_SKIP() << "sm90 sinks test skipped: the GPU is sm_" << device.major << device.minor
+                 << ", not sm_90";
+  }
+  const FlexCase& c = GetParam();
+  FLASHCORE_SKIP_IF_PRUNED(c.dtype, c.head_dim);
+  {
+    std::mt19937_64 rng(1);
+    FlexData data;
+    make_flex_data(c, &rng, &data);
+    if (::testing::Test::HasFatalFailure()) return;
+    AttentionParams routed = data.params;
+    routed.o = {const_cast<void*>(routed.q.data), c.dtype, data.q_strides()};
+    const detail::Problem problem = detail::make_problem(routed);
+    ASSERT_FALSE(detail::sm90_needs_flex_kernel(problem));
+    ASSERT_FALSE(detail::sm90_dense_kernel_runs_sinks(problem, device))
+        << "the variant takes this case now: it no longer tests the rescale";
+  }
+  FlexResult r;
+  run_flex_case(c, &r);
+  if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(r.provider, "sm90");
+  EXPECT_EQ(r.nan_count, 0);
+  EXPECT_LE(r.rel_l2, reference::parity_tolerance(c.dtype));
+  EXPECT_LE(r.lse_max_abs, kLseTolerance);
+  EXPECT_EQ(r.masked_row_errors, 0) << "of " << r.masked_rows << " rows that see no key";
+  if (c.causal && c.seqlen_q > c.seqlen_k) EXPECT_GT(r.masked_rows, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, SinksSm90Rescaled, ::testing::ValuesIn(rescaled_sinks_cases()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

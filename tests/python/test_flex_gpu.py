@@ -139,6 +139,23 @@ def test_sinks_alone_on_a_large_grid(dtype, D, mask):
     check(out, lse, ref_out, ref_lse, dtype, f"sinks alone, {mask}, hd{D}")
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("D", [64, 96])
+def test_sinks_alone_at_decode(dtype, D):
+    """gpt-oss's decode step with sinks (one query per sequence, 64 query heads over 8 KV heads):
+    the dense decode kernels then the sinks' rescale on an H100/H200 (the C++ SinksSm90Rescaled
+    tests assert that routing); against the reference, O the same bits with LSE asked or not."""
+    g = torch.Generator(device="cuda").manual_seed(RUN_SEED + 3)
+    q = torch.randn(4, 64, 1, D, dtype=dtype, device="cuda", generator=g)
+    k, v = (torch.randn(4, 8, 3001, D, dtype=dtype, device="cuda", generator=g) for _ in range(2))
+    sinks = 2 * torch.randn(64, device="cuda", generator=g)
+    out, lse = flashcore.flex_attention(q, k, v, enable_gqa=True, return_lse=True, sinks=sinks)
+    alone = flashcore.flex_attention(q, k, v, enable_gqa=True, sinks=sinks)
+    assert torch.equal(out, alone), f"O depends on return_lse (seed {RUN_SEED})"
+    ref_out, ref_lse = reference(q, k, v, None, None, sinks=sinks)
+    check(out, lse, ref_out, ref_lse, dtype, f"decode with sinks, hd{D}")
+
+
 @pytest.mark.parametrize("block_size", [64, 128])
 @pytest.mark.parametrize("window", [(-1, 0), (100, 0), (37, 5)])
 def test_a_windows_own_block_mask_runs_the_window_path(window, block_size):
