@@ -12,27 +12,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kChunk = 8;  // fp16/bf16 elements in 16 bytes
 
-template <typename T>
-__device__ float to_float(T x);
-template <>
-__device__ float to_float(__half x) {
-  return __half2float(x);
-}
-template <>
-__device__ float to_float(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <typename T>
-__device__ T from_float(float x);
-template <>
-__device__ __half from_float(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __nv_bfloat16 from_float(float x) {
-  return __float2bfloat16_rn(x);
-}
-
 // A row's sink weight exp(LSE - LSE'), written LSE' where asked (write_lse: one thread per row).
 __device__ float sink_weight(const SinkRescaleArgs& a, int64_t b, int64_t h, int64_t i,
                              bool write_lse) {
@@ -62,7 +41,7 @@ __global__ void __launch_bounds__(kThreads) sink_rescale_chunks(const SinkRescal
          c * kChunk;
   uint4 bits = *reinterpret_cast<const uint4*>(o);
   T* values = reinterpret_cast<T*>(&bits);
-  for (int e = 0; e < kChunk; ++e) values[e] = from_float<T>(to_float(values[e]) * weight);
+  for (int e = 0; e < kChunk; ++e) values[e] = T(static_cast<float>(values[e]) * weight);
   *reinterpret_cast<uint4*>(o) = bits;
 }
 

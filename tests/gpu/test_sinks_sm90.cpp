@@ -20,6 +20,48 @@
 namespace flashcore::testing {
 namespace {
 
+// The GPU's properties, or a skip (with the reason) unless it is an sm_90 one.
+#define FLASHCORE_REQUIRE_SM90_GPU(device)                                        \
+  do {                                                                            \
+    FLASHCORE_REQUIRE_GPU();                                                      \
+    ASSERT_EQ(cudaGetDeviceProperties(&(device), 0), cudaSuccess);                \
+    if ((device).major != 9 || (device).minor != 0) {                             \
+      GTEST_SKIP() << "sm90 sinks test skipped: the GPU is sm_" << (device).major \
+                   << (device).minor << ", not sm_90";                            \
+    }                                                                             \
+  } while (0)
+
+// The case's problem as the routing sees it (fresh inputs; nothing is launched here): the output
+// only lends its strides.
+detail::Problem routed_problem(const FlexCase& c) {
+  std::mt19937_64 rng(1);
+  FlexData data;
+  make_flex_data(c, &rng, &data);
+  AttentionParams routed = data.params;
+  routed.o = {const_cast<void*>(routed.q.data), c.dtype, data.q_strides()};
+  return detail::make_problem(routed);
+}
+
+// Runs the case on the GPU against the float64 reference: on sm90, no NaN, within tolerance, rows
+// that see no key written as such (and some, where bottom-right causal with Sq > Sk leaves them).
+void expect_matches_reference(const FlexCase& c) {
+  FlexResult r;
+  run_flex_case(c, &r);
+  if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(r.provider, "sm90");
+  EXPECT_EQ(r.nan_count, 0);
+  EXPECT_LE(r.rel_l2, reference::parity_tolerance(c.dtype));
+  EXPECT_LE(r.lse_max_abs, kLseTolerance);
+  EXPECT_EQ(r.masked_row_errors, 0) << "of " << r.masked_rows << " rows that see no key";
+  bool rows_without_keys = c.causal && c.seqlen_q > c.seqlen_k;
+  for (size_t i = 0; c.causal && i < c.lengths_q.size(); ++i) {
+    rows_without_keys |= c.lengths_q[i] > c.lengths_k[i];
+  }
+  if (rows_without_keys) {
+    EXPECT_GT(r.masked_rows, 0) << "bottom-right causal with Sq > Sk must leave rows without keys";
+  }
+}
+
 // Dense grids the persistent kernel runs unsplit on an H100 or H200 (132 SMs): more query tiles
 // than SMs, also at hd64's 192-row tiles. Head dims 64 and 128 and ones rounded up to them, both
 // dtypes, GQA, causal with more queries than keys (the first rows see nothing, whole tiles of them
@@ -70,41 +112,15 @@ std::vector<FlexCase> dense_sinks_cases() {
 class SinksSm90Dense : public ::testing::TestWithParam<FlexCase> {};
 
 TEST_P(SinksSm90Dense, RunOnThePersistentKernelAndMatchFloat64Reference) {
-  FLASHCORE_REQUIRE_GPU();
   cudaDeviceProp device{};
-  ASSERT_EQ(cudaGetDeviceProperties(&device, 0), cudaSuccess);
-  if (device.major != 9 || device.minor != 0) {
-    GTEST_SKIP() << "sm90 sinks test skipped: the GPU is sm_" << device.major << device.minor
-                 << ", not sm_90";
-  }
+  FLASHCORE_REQUIRE_SM90_GPU(device);
   const FlexCase& c = GetParam();
   FLASHCORE_SKIP_IF_PRUNED(c.dtype, c.head_dim);
-  {
-    std::mt19937_64 rng(1);
-    FlexData data;
-    make_flex_data(c, &rng, &data);
-    if (::testing::Test::HasFatalFailure()) return;
-    AttentionParams routed = data.params;
-    // The routing reads the output's strides only (nothing is launched here).
-    routed.o = {const_cast<void*>(routed.q.data), c.dtype, data.q_strides()};
-    ASSERT_TRUE(detail::sm90_dense_kernel_runs_sinks(detail::make_problem(routed), device))
-        << "the routing no longer sends this case to the persistent kernel's sinks variant";
-  }
-  FlexResult r;
-  run_flex_case(c, &r);
+  const detail::Problem problem = routed_problem(c);
   if (::testing::Test::HasFatalFailure()) return;
-  EXPECT_EQ(r.provider, "sm90");
-  EXPECT_EQ(r.nan_count, 0);
-  EXPECT_LE(r.rel_l2, reference::parity_tolerance(c.dtype));
-  EXPECT_LE(r.lse_max_abs, kLseTolerance);
-  EXPECT_EQ(r.masked_row_errors, 0) << "of " << r.masked_rows << " rows that see no key";
-  bool rows_without_keys = c.causal && c.seqlen_q > c.seqlen_k;
-  for (size_t i = 0; c.causal && i < c.lengths_q.size(); ++i) {
-    rows_without_keys |= c.lengths_q[i] > c.lengths_k[i];
-  }
-  if (rows_without_keys) {
-    EXPECT_GT(r.masked_rows, 0) << "bottom-right causal with Sq > Sk must leave rows without keys";
-  }
+  ASSERT_TRUE(detail::sm90_dense_kernel_runs_sinks(problem, device))
+      << "the routing no longer sends this case to the persistent kernel's sinks variant";
+  expect_matches_reference(c);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, SinksSm90Dense, ::testing::ValuesIn(dense_sinks_cases()),
@@ -150,36 +166,16 @@ std::vector<FlexCase> rescaled_sinks_cases() {
 class SinksSm90Rescaled : public ::testing::TestWithParam<FlexCase> {};
 
 TEST_P(SinksSm90Rescaled, RunOnTheDenseKernelsAndMatchFloat64Reference) {
-  FLASHCORE_REQUIRE_GPU();
   cudaDeviceProp device{};
-  ASSERT_EQ(cudaGetDeviceProperties(&device, 0), cudaSuccess);
-  if (device.major != 9 || device.minor != 0) {
-    GTEST_SKIP() << "sm90 sinks test skipped: the GPU is sm_" << device.major << device.minor
-                 << ", not sm_90";
-  }
+  FLASHCORE_REQUIRE_SM90_GPU(device);
   const FlexCase& c = GetParam();
   FLASHCORE_SKIP_IF_PRUNED(c.dtype, c.head_dim);
-  {
-    std::mt19937_64 rng(1);
-    FlexData data;
-    make_flex_data(c, &rng, &data);
-    if (::testing::Test::HasFatalFailure()) return;
-    AttentionParams routed = data.params;
-    routed.o = {const_cast<void*>(routed.q.data), c.dtype, data.q_strides()};
-    const detail::Problem problem = detail::make_problem(routed);
-    ASSERT_FALSE(detail::sm90_needs_flex_kernel(problem));
-    ASSERT_FALSE(detail::sm90_dense_kernel_runs_sinks(problem, device))
-        << "the variant takes this case now: it no longer tests the rescale";
-  }
-  FlexResult r;
-  run_flex_case(c, &r);
+  const detail::Problem problem = routed_problem(c);
   if (::testing::Test::HasFatalFailure()) return;
-  EXPECT_EQ(r.provider, "sm90");
-  EXPECT_EQ(r.nan_count, 0);
-  EXPECT_LE(r.rel_l2, reference::parity_tolerance(c.dtype));
-  EXPECT_LE(r.lse_max_abs, kLseTolerance);
-  EXPECT_EQ(r.masked_row_errors, 0) << "of " << r.masked_rows << " rows that see no key";
-  if (c.causal && c.seqlen_q > c.seqlen_k) EXPECT_GT(r.masked_rows, 0);
+  ASSERT_FALSE(detail::sm90_needs_flex_kernel(problem));
+  ASSERT_FALSE(detail::sm90_dense_kernel_runs_sinks(problem, device))
+      << "the variant takes this case now: it no longer tests the rescale";
+  expect_matches_reference(c);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, SinksSm90Rescaled, ::testing::ValuesIn(rescaled_sinks_cases()),
