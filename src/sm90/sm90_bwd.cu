@@ -46,8 +46,7 @@ const char* sm90_backward_rejects(const BackwardProblem& problem, const cudaDevi
   // Sinks need nothing here: the forward's LSE already holds each row's sink term, so the P this
   // kernel recomputes is the one the forward normalized, and D = rowsum(dO * O) is still
   // sum_j P_ij dP_ij (a sink has no value). The mods and BlockMasks change P itself.
-  const flex::FlexOptions& f = a.flex;
-  if (f.has_mask_mod() || f.has_score_mod() || f.has_block_mask()) {
+  if (a.flex.has_mods()) {
     return "does not implement flex mods yet (mask_mod, score_mod, BlockMask; the sm80 backward "
            "runs them)";
   }

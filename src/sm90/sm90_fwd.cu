@@ -273,9 +273,7 @@ TileShape resolved_tile(const Problem& problem, const cudaDeviceProp& device) {
 // (sm80/sink_rescale.hpp): decode grids (split, or heads packed into rows), the small-grid tiles,
 // the head dims without the variant, softcap.
 bool sinks_alone(const Problem& problem) {
-  const flex::FlexOptions& flex = problem.params.flex;
-  return flex.sinks.enabled() && !flex.has_mask_mod() && !flex.has_score_mod() &&
-         !flex.has_block_mask();
+  return problem.params.flex.sinks.enabled() && !problem.params.flex.has_mods();
 }
 
 // What the dense kernels run before the rescale: the problem without its sinks, LSE written to
@@ -318,11 +316,7 @@ bool sm90_dense_kernel_runs_sinks(const Problem& problem, const cudaDeviceProp& 
   return false;
 #else
   const AttentionParams& a = problem.params;
-  const flex::FlexOptions& flex = a.flex;
-  if (!flex.sinks.enabled() || flex.has_mask_mod() || flex.has_score_mod() ||
-      flex.has_block_mask()) {
-    return false;
-  }
+  if (!sinks_alone(problem)) return false;
   if (a.softcap > 0.f || a.num_splits > 1) return false;
   if (a.tile != TileShape::kAuto && a.tile != TileShape::kLarge) return false;
   if (!sm90::has_sinks_kernel(sm90::instantiated_head_dim(a.head_dim))) return false;

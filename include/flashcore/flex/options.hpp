@@ -30,10 +30,12 @@ struct FlexOptions {
     return score_mod.alibi.slopes != nullptr || score_mod.bias.table != nullptr;
   }
   bool has_block_mask() const { return block_mask.kv_num_blocks != nullptr; }
-  // Whether the flex kernels run this problem (varlen aside, see flashcore/varlen.hpp).
-  bool active() const {
-    return has_mask_mod() || has_score_mod() || has_block_mask() || sinks.enabled();
-  }
+  // Whether any part changes the scores or which keys a row sees (a mask_mod, a score_mod or a
+  // BlockMask). Sinks alone do not: they change only each row's normalization, which the dense
+  // kernels can add.
+  bool has_mods() const { return has_mask_mod() || has_score_mod() || has_block_mask(); }
+  // Whether the problem has a FlexAttention part at all (varlen aside, see flashcore/varlen.hpp).
+  bool active() const { return has_mods() || sinks.enabled(); }
 };
 
 }  // namespace flashcore::flex
