@@ -9,7 +9,7 @@ docs/perf.md's (session 30). Run: PYTHONPATH=<flashcore's site> python3 scripts/
 import statistics
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from step_timing import kernel_times
 
 import flashcore
 from flashcore import mods
@@ -25,14 +25,7 @@ def kernel_us(call):
     for _ in range(WARMUP):
         call()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(ITERATIONS):
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            call()
-            torch.cuda.synchronize()
-        times.append(sum(e.device_time_total for e in prof.key_averages()
-                         if e.device_type == torch.autograd.DeviceType.CUDA))
-    return statistics.median(times)
+    return statistics.median(sum(us for _, us in kernel_times(call)) for _ in range(ITERATIONS))
 
 
 def main():

@@ -9,37 +9,20 @@ Not a test: the numbers are docs/perf.md's (sessions 29 and 30).
 Run: PYTHONPATH=<flashcore's site> python3 scripts/time_sinks_training.py [--profile]
 (--profile: also each kernel's device time in one step of each row)"""
 
-import statistics
 import sys
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from step_timing import median_ms, print_kernel_times
 
 import flashcore
 from flashcore import mods
 
-SLEEP_CYCLES = 2_000_000  # about 1 ms at the H200's clock
 PROFILE = "--profile" in sys.argv
-WARMUP, ITERATIONS = 3, 20
 SHAPES = [  # (name, batch, query heads, kv heads, seqlen, head dim, window left or -1)
     ("B4 H16 S4096 D128 causal", 4, 16, 16, 4096, 128, -1),
     ("gpt-oss B2 Hq64 Hkv8 S4096 D64 causal", 2, 64, 8, 4096, 64, -1),
     ("gpt-oss B2 Hq64 Hkv8 S4096 D64 window 128", 2, 64, 8, 4096, 64, 127),
 ]
-
-
-def median_ms(step):
-    times = []
-    for i in range(WARMUP + ITERATIONS):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(SLEEP_CYCLES)
-        start.record()
-        step()
-        stop.record()
-        torch.cuda.synchronize()
-        if i >= WARMUP:
-            times.append(start.elapsed_time(stop))
-    return statistics.median(times)
 
 
 def main():
@@ -80,12 +63,7 @@ def main():
                   f" ({flops / forward_ms / 1e9:5.1f} TFLOP/s)  forward+backward {ms * 1e3:7.1f}"
                   f" us ({3.5 * flops / ms / 1e9:5.1f})", flush=True)
             if PROFILE:
-                with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    step()
-                    torch.cuda.synchronize()
-                for event in prof.key_averages():
-                    if event.device_type == torch.autograd.DeviceType.CUDA:
-                        print(f"    {event.key[:90]:90s} {event.device_time_total:9.1f} us")
+                print_kernel_times(step)
 
 
 if __name__ == "__main__":

@@ -7,16 +7,14 @@
 # per row, each queued behind a sleep so that host time stays out; the inputs (q, k, v, dO: 128 MiB
 # or more) do not fit L2. Not a test: the numbers are docs/perf.md's (sessions 28 and 30).
 # Run: PYTHONPATH=<flashcore's site> python3 scripts/time_varlen_skewed.py [--profile] [--only NAME]
-import statistics
 import sys
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from step_timing import median_ms, print_kernel_times
 
 import flashcore
 
 H, D = 16, 128
-SLEEP_CYCLES = 2_000_000  # about 1 ms at the H200's clock
 PROFILE = "--profile" in sys.argv  # also print each kernel's device time for one call
 
 
@@ -27,23 +25,6 @@ def batch(lengths):
                for _ in range(3))
     grad = torch.randn(tokens, H, D, device="cuda", dtype=torch.bfloat16)
     return q, k, v, grad, cu, max(lengths)
-
-
-def median_ms(fn, runs=20):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        # A sleep queued first keeps the call's host time (Python, the bindings, the launches) out
-        # of the interval: the GPU starts the call once it is queued whole.
-        torch.cuda._sleep(SLEEP_CYCLES)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 generator = torch.Generator().manual_seed(1)
@@ -73,9 +54,4 @@ for name, lengths in rows:
         print(f"{name:26s} {'sinks' if mods else 'plain':5s} forward {forward_ms * 1e3:8.1f} us"
               f"  forward+backward {both_ms * 1e3:8.1f} us", flush=True)
         if PROFILE:
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                forward_backward()
-                torch.cuda.synchronize()
-            for event in prof.key_averages():
-                if event.device_type == torch.autograd.DeviceType.CUDA:
-                    print(f"    {event.key[:90]:90s} {event.device_time_total:9.1f} us")
+            print_kernel_times(forward_backward)
