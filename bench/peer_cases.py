@@ -49,6 +49,38 @@ def cases(profile, dtype):
     return canonical + grid
 
 
+# Every peer bench/peers.py can time beside flashcore, in its report's column order; --peers picks
+# some. flash_attn_4 (flash-attn-4's CuTe DSL kernels, the strongest open peer on Hopper) is
+# optional: it is timed where it is installed and reported as skipped where it is not.
+PEERS = [
+    "sdpa_flash",
+    "sdpa_cudnn",
+    "sdpa_efficient",
+    "sdpa_math",
+    "eager_unfused",
+    "flex_attention",
+    "triton",
+    "flash_attn_4",
+]
+# The ones that are other projects' fused attention: "best peer" in the report is the fastest of
+# these (eager_unfused and sdpa_math are baselines, not peers to beat).
+FUSED_PEERS = [
+    "sdpa_flash",
+    "sdpa_cudnn",
+    "sdpa_efficient",
+    "flex_attention",
+    "triton",
+    "flash_attn_4",
+]
+
+
+def best_peer(row):
+    """(workload, TFLOP/s) of the fastest fused peer timed in a case's row ({workload: result}),
+    or None when none was timed."""
+    timed = [(name, row[name]["tflops"]) for name in FUSED_PEERS if row.get(name, {}).get("tflops")]
+    return max(timed, key=lambda entry: entry[1], default=None)
+
+
 def split_list(text):
     """'a,b, c' -> ['a', 'b', 'c']; None or '' -> None (no selection: everything)."""
     if not text:

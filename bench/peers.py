@@ -2,21 +2,27 @@
 
 Peers: flashcore (every provider; the best one is "flashcore"), PyTorch SDPA with its flash,
 cuDNN, memory-efficient and math backends, PyTorch eager unfused attention, torch.compile'd
-FlexAttention with the matching block mask, and the Triton kernel in triton_attention.py.
+FlexAttention with the matching block mask, the Triton kernel in triton_attention.py, and
+flash-attn-4 (`flash_attn.cute`, CuTe DSL) where it is installed (skipped, with the reason, where
+it is not). The report's "vs best peer" column is flashcore's time against the fastest fused peer
+of the same case.
 Every peer's output is checked against flashcore's before it is timed, and every peer is timed by
 flashcore-bench's rules (time_fn). Writes results.json (the flashcore-bench results schema, chapter
 "peers"), report.md, and tflops.png and speedup.png (bench/plot.py) into --out.
 
     python bench/peers.py --profile minimal
     python bench/peers.py --providers auto,sm90,sm80 --cases B1_H8_S512_D64_bf16
+    python bench/peers.py --providers auto --peers sdpa_cudnn,flash_attn_4 --profile full
 
 --providers picks flashcore's providers (default: "auto" and every provider; the scalar and WMMA
 steps take 20-50 ms a launch at S4k, so a run beside flashcore-bench's chapter, which times them
-itself, leaves them out); --cases picks case labels of the profile. Every peer runs at each case.
+itself, leaves them out); --cases picks case labels of the profile; --peers picks peers (default:
+all of them). Every picked peer runs at each case.
 """
 
 import argparse
 import datetime
+from importlib.metadata import version as package_version
 import json
 import math
 import os
@@ -36,7 +42,14 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention,
 import flashcore
 import plot
 import triton_attention
-from peer_cases import cases, select, select_cases, split_list
+from peer_cases import PEERS, best_peer, cases, select, select_cases, split_list
+
+try:  # optional; its kernels are compiled (CuTe DSL) on a shape's first call, outside the timing
+    from flash_attn.cute.interface import flash_attn_func as fa4_attention
+
+    FA4_MISSING = ""
+except ImportError as error:
+    fa4_attention, FA4_MISSING = None, f"flash-attn-4 is not installed ({error})"
 
 SCHEMA = "flashcore-bench/results"  # tools/bench/report_json.hpp
 SCHEMA_VERSION = 1
@@ -185,8 +198,9 @@ def parity(out, reference, dtype):
 _compiled_flex = None
 
 
-def peers(case, q, k, v, providers):
-    """(workload, role, requested_backend, fn -> BSHD output) for every peer of this case."""
+def peers(case, q, k, v, providers, wanted):
+    """(workload, role, requested_backend, fn -> BSHD output) for flashcore's providers and every
+    peer named in `wanted` (PEERS' names), at this case."""
     global _compiled_flex
     # torch's own kernels get their native BHSD layout (same values); flashcore and Triton read
     # BSHD.
@@ -208,21 +222,30 @@ def peers(case, q, k, v, providers):
             scores = scores.masked_fill(causal_mask, float("-inf"))
         return torch.softmax(scores, dim=-1) @ vt
 
-    if _compiled_flex is None:
+    def fa4():
+        if fa4_attention is None:
+            raise RuntimeError(FA4_MISSING)
+        # flash-attn-4 reads BSHD as flashcore does; it returns (out, lse).
+        return fa4_attention(q, k, v, softmax_scale=scale, causal=case.causal)[0]
+
+    if "flex_attention" not in wanted:
+        block_mask = None
+    elif _compiled_flex is None:
         _compiled_flex = torch.compile(flex_attention, dynamic=False)
     # Built here, outside the timed call, also for no mask (noop_mask: every block full): without
     # one, flex_attention builds a default mask inside each call, on the host, and that is timed
     # too (H100, B1 H8 S512 D64: 171.7 us per call without, 92.1 us with). The unmasked call still
     # fails CUDA-graph capture (the causal one does not), so it stays timed by events, host path
     # included.
-    block_mask = create_block_mask(
-        (lambda b, h, q_idx, kv_idx: q_idx >= kv_idx) if case.causal else noop_mask,
-        None,
-        None,
-        case.seqlen,
-        case.seqlen,
-        device="cuda",
-    )
+    if "flex_attention" in wanted:
+        block_mask = create_block_mask(
+            (lambda b, h, q_idx, kv_idx: q_idx >= kv_idx) if case.causal else noop_mask,
+            None,
+            None,
+            case.seqlen,
+            case.seqlen,
+            device="cuda",
+        )
 
     bshd = lambda fn: (lambda: fn().transpose(1, 2))  # noqa: E731
     runs = [
@@ -234,7 +257,7 @@ def peers(case, q, k, v, providers):
         )
         for p in providers
     ]
-    runs += [
+    others = [
         ("sdpa_flash", "peer", "flash", bshd(sdpa(SDPBackend.FLASH_ATTENTION))),
         ("sdpa_cudnn", "peer", "cudnn", bshd(sdpa(SDPBackend.CUDNN_ATTENTION))),
         ("sdpa_efficient", "peer", "efficient", bshd(sdpa(SDPBackend.EFFICIENT_ATTENTION))),
@@ -247,11 +270,13 @@ def peers(case, q, k, v, providers):
             bshd(lambda: _compiled_flex(qt, kt, vt, block_mask=block_mask)),
         ),
         ("triton", "peer", "triton", lambda: triton_attention.attention(q, k, v, case.causal)),
+        ("flash_attn_4", "peer", "fa4", fa4),
     ]
-    return runs
+    assert [name for name, *_ in others] == PEERS  # the report's columns and --peers' names
+    return runs + [run for run in others if run[0] in wanted]
 
 
-def measure(case, record, providers):
+def measure(case, record, providers, wanted):
     generator = torch.Generator(device="cuda").manual_seed(0)
     shape = (case.batch, case.seqlen, case.heads, case.head_dim)
     inputs = [
@@ -263,7 +288,7 @@ def measure(case, record, providers):
         reference = flashcore.attention(*inputs[0], causal=case.causal)
         results = []
         # Each peer's runs, one per input set: parity on set 0, timing over all of them.
-        per_set = [peers(case, *qkv, providers) for qkv in inputs]
+        per_set = [peers(case, *qkv, providers, wanted) for qkv in inputs]
         for index, (workload, role, requested, _) in enumerate(per_set[0]):
             fns = [runs[index][3] for runs in per_set]
             result = dict(
@@ -378,6 +403,7 @@ def environment():
         "python": platform.python_version(),
         "flashcore": flashcore.__version__,
         "flashcore_providers": ",".join(flashcore.providers()),
+        "flash_attn_4": package_version("flash-attn-4") if fa4_attention else "not installed",
     }
     # A tree copied without its .git (a lent GPU machine) names its commit in FLASHCORE_GIT_COMMIT.
     fallback = os.environ.get("FLASHCORE_GIT_COMMIT", "")
@@ -385,16 +411,8 @@ def environment():
     return env, commit
 
 
-COLUMNS = [
-    "flashcore",
-    "sdpa_flash",
-    "sdpa_cudnn",
-    "sdpa_efficient",
-    "sdpa_math",
-    "eager_unfused",
-    "flex_attention",
-    "triton",
-]
+COLUMNS = ["flashcore", *PEERS]
+
 
 
 def markdown(record):
@@ -407,11 +425,12 @@ def markdown(record):
         "every column by flashcore-bench's rules (inputs rotated past L2, graph replay below "
         "200 µs; the rule each column used is in the table below); FLOPs = 4·B·H·S²·D, halved for "
         "causal. "
-        f"GEMM ceiling: {record['gemm_ceiling']['tflops']:.0f} TFLOP/s "
+        + (f"flash-attn-4 {env['flash_attn_4']}. " if "flash_attn_4" in env else "")
+        + f"GEMM ceiling: {record['gemm_ceiling']['tflops']:.0f} TFLOP/s "
         f"({record['gemm_ceiling']['problem']}).",
         "",
-        "| B | H | S | D | causal | " + " | ".join(COLUMNS) + " |",
-        "|---" * (5 + len(COLUMNS)) + "|",
+        "| B | H | S | D | causal | " + " | ".join(COLUMNS) + " | vs best peer |",
+        "|---" * (6 + len(COLUMNS)) + "|",
     ]
     by_label = {}
     for r in record["results"]:
@@ -429,6 +448,8 @@ def markdown(record):
                 cells.append(f"**{r['tflops']:.0f}** ({r['provider']})")
             else:
                 cells.append(f"{r['tflops']:.0f}")
+        ours, best = row.get("flashcore", {}).get("tflops"), best_peer(row)
+        cells.append(f"{ours / best[1]:.2f}x {best[0]}" if ours and best else "-")
         lines.append(
             f"| {c['batch']} | {c['heads_q']} | {c['seqlen_q']} | {c['head_dim']} | "
             f"{'yes' if c['causal'] else 'no'} | " + " | ".join(cells) + " |"
@@ -475,6 +496,7 @@ def main():
         "--providers", help="flashcore providers to time, comma-separated (default: all and auto)"
     )
     parser.add_argument("--cases", help="case labels to run, comma-separated (default: all)")
+    parser.add_argument("--peers", help="peers to time, comma-separated (default: all of them)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("peers.py needs a CUDA GPU visible to torch")
@@ -483,6 +505,7 @@ def main():
             split_list(args.providers), ["auto", *flashcore.providers()], "flashcore provider"
         )
         selected = select_cases(cases(args.profile, args.dtype), split_list(args.cases))
+        wanted = select(split_list(args.peers), PEERS, "peer")
     except ValueError as error:
         parser.error(str(error))
     # Every case compiles FlexAttention for its shape; keep them all compiled (the limit was
@@ -510,6 +533,7 @@ def main():
             working_set_over_l2=str(WORKING_SET_OVER_L2),
             dtype=args.dtype,
             providers=",".join(providers),
+            peers=",".join(wanted),
         ),
         gemm_ceiling=dict(problem=problem, tflops=gemm_tflops),
         results=[],
@@ -517,7 +541,7 @@ def main():
     )
     for case in selected:
         print(f"{case.label()}", flush=True)
-        measure(case, record, providers)
+        measure(case, record, providers, wanted)
     derive_metrics(record["results"], gemm_tflops)
 
     out = pathlib.Path(args.out)

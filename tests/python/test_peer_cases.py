@@ -50,3 +50,25 @@ def test_cases_are_picked_by_label():
         "B4_H16_S4096_D128_bf16_causal",
     ]
     assert picked[1].to_json()["flops"] == 4.0 * 4 * 16 * 4096 * 4096 * 128 / 2
+
+
+def test_peers_are_picked_by_name_and_a_typo_is_an_error():
+    assert peer_cases.select(None, peer_cases.PEERS, "peer") == peer_cases.PEERS
+    wanted = peer_cases.split_list("flash_attn_4,sdpa_cudnn")
+    assert peer_cases.select(wanted, peer_cases.PEERS, "peer") == ["sdpa_cudnn", "flash_attn_4"]
+    with pytest.raises(ValueError, match="unknown peer: fa4 \\(available: sdpa_flash"):
+        peer_cases.select(["fa4"], peer_cases.PEERS, "peer")
+    assert set(peer_cases.FUSED_PEERS) < set(peer_cases.PEERS)
+    assert "eager_unfused" not in peer_cases.FUSED_PEERS  # a baseline, not a peer to beat
+
+
+def test_the_best_peer_is_the_fastest_fused_one_timed():
+    row = {
+        "flashcore": {"tflops": 600.0},
+        "eager_unfused": {"tflops": 900.0},  # a baseline never counts
+        "sdpa_cudnn": {"tflops": 550.0},
+        "flash_attn_4": {"tflops": 620.0},
+        "triton": {"tflops": None},  # skipped
+    }
+    assert peer_cases.best_peer(row) == ("flash_attn_4", 620.0)
+    assert peer_cases.best_peer({"flashcore": {"tflops": 1.0}, "triton": {"tflops": None}}) is None
