@@ -13,6 +13,7 @@
 #include "sm90/flex_fwd.hpp"
 #include "sm90/flex_launch.hpp"
 #include "sm90/flex_merged_walk.hpp"
+#include "sm90/head_group.hpp"
 #include "sm90/kernel_view.hpp"
 #include "sm90/tma_strides.hpp"
 #include "sm90/varlen_tiles.hpp"
@@ -85,15 +86,16 @@ LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device) 
   p.num_m_blocks = flex_num_m_blocks(a);
   p.num_splits = 1;
   const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
-  // Heads per group as the dense plan: as many as keep their K and V within half of L2.
-  const int64_t keys = varlen ? a.max_seqlen_k : a.seqlen_k;
-  const int64_t kv_bytes_per_head =
-      std::max<int64_t>(1, 2 * keys * flex_head_dim(a.head_dim) * 2 / std::max(1, p.kv_group));
-  p.head_group = static_cast<int>(
-      std::clamp<int64_t>(int64_t{device.l2CacheSize} / 2 / kv_bytes_per_head, 1, pairs));
   const int64_t tiles = pairs * p.num_m_blocks;
   p.num_tiles = static_cast<int>(tiles);
   in.num_ctas = static_cast<int>(std::min<int64_t>(tiles, device.multiProcessorCount));
+  // Heads per group as the dense plan's dynamic schedule: as many as keep their K and V within
+  // half of L2.
+  const int64_t keys = varlen ? a.max_seqlen_k : a.seqlen_k;
+  p.head_group =
+      sm90::heads_per_group({pairs, p.num_m_blocks, in.num_ctas,
+                             2 * keys * flex_head_dim(a.head_dim) * 2 / std::max(1, p.kv_group),
+                             int64_t{device.l2CacheSize}, /*uniform_tiles=*/false});
   in.dynamic = true;
   in.cluster_ctas = 1;
   in.varlen_tile_capacity = flex_varlen_tile_capacity(a);

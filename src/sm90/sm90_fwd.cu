@@ -18,6 +18,7 @@
 #include "sm80/sink_rescale.hpp"
 #include "sm80/split_kv.hpp"
 #include "sm90/flex_fwd.hpp"
+#include "sm90/head_group.hpp"
 #include "sm90/instantiations.hpp"
 #include "sm90/kernel_view.hpp"
 #include "sm90/launch_args.hpp"
@@ -157,12 +158,6 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   split.ctas_per_sm = 1;
   split.requested = varlen ? 1 : params.num_splits;  // sm90_rejects refuses varlen splits
   p.num_splits = sm80::choose_num_splits(split);
-  // Heads per group: as many as keep their K and V within half of L2 (the other half for the
-  // streams of Q and O), at least one. K/V of a kv head is shared by its kv_group query heads.
-  const int64_t kv_bytes_per_head =
-      std::max<int64_t>(1, 2 * keys * head_dim * 2 / std::max(1, p.kv_group));
-  p.head_group = static_cast<int>(
-      std::clamp<int64_t>(int64_t{device.l2CacheSize} / 2 / kv_bytes_per_head, 1, pairs));
   // Persistent: one CTA per SM. With a causal or windowed mask the tiles differ in work, and each
   // CTA takes its next tile from a counter when it is ready for one (tile_scheduler.hpp). Measured
   // against the alternatives in docs/perf.md (sm90 v5): a fixed sequence left the CTAs that drew
@@ -206,6 +201,10 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   const int64_t clusters =
       persistent ? std::min<int64_t>(tiles, device.multiProcessorCount / in.cluster_ctas) : tiles;
   in.num_ctas = static_cast<int>(clusters * in.cluster_ctas);
+  // K/V of a kv head is shared by its kv_group query heads.
+  p.head_group = sm90::heads_per_group({pairs, m_groups * p.num_splits, clusters,
+                                        2 * keys * head_dim * 2 / std::max(1, p.kv_group),
+                                        int64_t{device.l2CacheSize}, !masked && !varlen});
   return in;
 }
 
