@@ -62,17 +62,10 @@ PEERS = [
     "triton",
     "flash_attn_4",
 ]
-# The ones that are other projects' fused attention: "best peer" in the report is the fastest of
-# these (eager_unfused and sdpa_math are baselines, not peers to beat).
-FUSED_PEERS = [
-    "sdpa_flash",
-    "sdpa_cudnn",
-    "sdpa_efficient",
-    "flex_attention",
-    "triton",
-    "flash_attn_4",
-]
-
+# The baselines among them (unfused, as written in PyTorch): "best peer" in the report is the
+# fastest of the others, the fused kernels of other projects.
+BASELINE_PEERS = ["sdpa_math", "eager_unfused"]
+FUSED_PEERS = [name for name in PEERS if name not in BASELINE_PEERS]
 
 def best_peer(row):
     """(workload, TFLOP/s) of the fastest fused peer timed in a case's row ({workload: result}),

@@ -228,16 +228,15 @@ def peers(case, q, k, v, providers, wanted):
         # flash-attn-4 reads BSHD as flashcore does; it returns (out, lse).
         return fa4_attention(q, k, v, softmax_scale=scale, causal=case.causal)[0]
 
-    if "flex_attention" not in wanted:
-        block_mask = None
-    elif _compiled_flex is None:
-        _compiled_flex = torch.compile(flex_attention, dynamic=False)
     # Built here, outside the timed call, also for no mask (noop_mask: every block full): without
     # one, flex_attention builds a default mask inside each call, on the host, and that is timed
     # too (H100, B1 H8 S512 D64: 171.7 us per call without, 92.1 us with). The unmasked call still
     # fails CUDA-graph capture (the causal one does not), so it stays timed by events, host path
     # included.
+    block_mask = None
     if "flex_attention" in wanted:
+        if _compiled_flex is None:
+            _compiled_flex = torch.compile(flex_attention, dynamic=False)
         block_mask = create_block_mask(
             (lambda b, h, q_idx, kv_idx: q_idx >= kv_idx) if case.causal else noop_mask,
             None,

@@ -92,10 +92,10 @@ LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device) 
   // Heads per group as the dense plan's dynamic schedule: as many as keep their K and V within
   // half of L2.
   const int64_t keys = varlen ? a.max_seqlen_k : a.seqlen_k;
-  p.head_group =
-      sm90::heads_per_group({pairs, p.num_m_blocks, in.num_ctas,
-                             2 * keys * flex_head_dim(a.head_dim) * 2 / std::max(1, p.kv_group),
-                             int64_t{device.l2CacheSize}, /*uniform_tiles=*/false});
+  p.head_group = sm90::heads_per_group(
+      {pairs, p.num_m_blocks, in.num_ctas,
+       sm90::kv_bytes_per_query_head(keys, flex_head_dim(a.head_dim), p.kv_group),
+       int64_t{device.l2CacheSize}, /*uniform_tiles=*/false});
   in.dynamic = true;
   in.cluster_ctas = 1;
   in.varlen_tile_capacity = flex_varlen_tile_capacity(a);

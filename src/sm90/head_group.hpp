@@ -29,6 +29,13 @@ struct HeadGroupInputs {
   bool uniform_tiles;  // every tile the same work: no mask, not varlen
 };
 
+// K and V of one query head's keys, two bytes an element; a kv head's K/V is shared by its kv_group
+// query heads.
+inline int64_t kv_bytes_per_query_head(int64_t keys, int64_t head_dim, int kv_group) {
+  constexpr int64_t kTensors = 2, kElementBytes = 2;
+  return kTensors * keys * head_dim * kElementBytes / std::max(1, kv_group);
+}
+
 inline int heads_per_group(const HeadGroupInputs& in) {
   const int64_t within_l2 = in.l2_bytes / 2 / std::max<int64_t>(1, in.kv_bytes_per_head);
   int64_t heads = within_l2;

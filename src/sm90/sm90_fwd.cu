@@ -201,9 +201,8 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   const int64_t clusters =
       persistent ? std::min<int64_t>(tiles, device.multiProcessorCount / in.cluster_ctas) : tiles;
   in.num_ctas = static_cast<int>(clusters * in.cluster_ctas);
-  // K/V of a kv head is shared by its kv_group query heads.
   p.head_group = sm90::heads_per_group({pairs, m_groups * p.num_splits, clusters,
-                                        2 * keys * head_dim * 2 / std::max(1, p.kv_group),
+                                        sm90::kv_bytes_per_query_head(keys, head_dim, p.kv_group),
                                         int64_t{device.l2CacheSize}, !masked && !varlen});
   return in;
 }
