@@ -64,23 +64,50 @@ struct OnlineSoftmax {
   // update() in two halves, for kernels whose O accumulators are still being written by an
   // asynchronous GEMM (sm90: the previous tile's P V) while this tile's softmax runs: the scores
   // half needs only s, and the per-row corrections wait for rescale() until O is free.
-  template <int kNTiles>
+  // Two options, taken by the sm90 mainloop (its traits say which; docs/perf.md, session 32); the
+  // defaults are the plain algorithm:
+  //  - kMaxChains: the row max as that many independent fmax chains joined at the end, so that the
+  //    first exp2 waits for N / 2 / kMaxChains + log2(kMaxChains) dependent FMNMX instead of N / 2.
+  //  - kLazyMax: a row keeps its running max unless this block raises it by more than
+  //    2^kLazyMaxSlackLog2 (log2 units). Every probability is then at most 2^kLazyMaxSlackLog2
+  //    before normalization, far inside fp32 and the fp16/bf16 P, and O, the sum and the LSE stay
+  //    relative to the same max, so the result is the same up to rounding. A row that keeps its
+  //    max gets a correction of exactly 1, and a warp none of whose rows moved may skip O's rescale
+  //    (most blocks after the first few: a new block rarely beats the running max by 256x).
+  static constexpr float kLazyMaxSlackLog2 = 8.f;
+  template <int kNTiles, int kMaxChains = 1, bool kLazyMax = false>
   __device__ __forceinline__ void update_scores(float (&s)[kMTiles][kNTiles][4], float factor,
                                                 float (&correction)[kMTiles][2]) {
+    static_assert(
+        kMaxChains > 0 && (kMaxChains & (kMaxChains - 1)) == 0 && kNTiles % kMaxChains == 0,
+        "a power-of-two number of chains, each as long as the others");
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        float tile_max = row_max[mt][half];
+        float chains[kMaxChains];
+        chains[0] = row_max[mt][half];
+#pragma unroll
+        for (int c = 1; c < kMaxChains; ++c) chains[c] = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
-          tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
+          float& chain = chains[nt % kMaxChains];
+          chain = fmaxf(chain, fmaxf(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
         }
-        const float new_max = quad_max(tile_max);
+#pragma unroll
+        for (int width = kMaxChains / 2; width > 0; width /= 2) {
+#pragma unroll
+          for (int c = 0; c < width; ++c) chains[c] = fmaxf(chains[c], chains[c + width]);
+        }
+        float new_max = quad_max(chains[0]);
+        // The comparison is false for a row still without a visible key (-inf - -inf is NaN):
+        // it keeps -inf, as below.
+        const bool keep = kLazyMax && !((new_max - row_max[mt][half]) * factor > kLazyMaxSlackLog2);
+        if (keep) new_max = row_max[mt][half];
         // A row with every key so far masked keeps max -inf; subtracting 0 instead keeps
         // exp2(-inf - max) = 0 rather than NaN (and its correction exp2(-inf) = 0 on zeros).
         const float base = new_max == -INFINITY ? 0.f : new_max * factor;
-        correction[mt][half] = fast_exp2(fmaf(row_max[mt][half], factor, -base));
+        correction[mt][half] = keep ? 1.f : fast_exp2(fmaf(row_max[mt][half], factor, -base));
         row_max[mt][half] = new_max;
         row_sum[mt][half] *= correction[mt][half];
         float sum = 0.f;

@@ -91,6 +91,12 @@ struct KernelTraits {
   static constexpr int kBlockM = kConsumerWarpgroups * kRowsPerWarpgroup;
   static constexpr int kBlockN = Config::kBlockN;
   static constexpr int kStages = Config::kStages;  // hides tile_table.hpp's in the layouts below
+  // The row max of a block as four independent fmax chains (OnlineSoftmax::update_scores) with
+  // three consumer warpgroups: their GEMMs are half as long as at D = 128 (D <= 64), so less of
+  // a warpgroup's softmax hides under the others' GEMMs and the max's dependent FMNMX chain shows
+  // (+1.2-2% at hd64 on the H200; -0.9% to +0.7% at D 96-192, where it stays one chain;
+  // docs/perf.md, session 32).
+  static constexpr int kMaxChains = kConsumerWarpgroups == 3 && (kBlockN / 8) % 4 == 0 ? 4 : 1;
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "instantiations are multiples of 32");
 
   using TileShape = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;

@@ -152,7 +152,16 @@ struct MainloopMma {
     // S of a step (retired) -> probabilities in S's registers, row max/sum, O's correction.
     auto softmax_step = [&](const auto& step) {
       steps.score(step, tSrS);
-      softmax.update_scores(as_scores(tSrS.data()), steps.exp_factor(), correction);
+      softmax.template update_scores<kScoreTiles, Traits::kMaxChains, /*kLazyMax=*/true>(
+          as_scores(tSrS.data()), steps.exp_factor(), correction);
+    };
+    // O for this block's max. With the lazy max (OnlineSoftmax::update_scores) a row whose max
+    // stayed has a correction of exactly 1, and a warp none of whose rows moved skips its D / 2
+    // multiplies a thread: most blocks after the first few (docs/perf.md, session 32). The vote is
+    // per warp because each warp holds whole rows of O.
+    auto rescale_o = [&] {
+      const bool moved = correction[0][0] != 1.f || correction[0][1] != 1.f;
+      if (__any_sync(0xffffffffu, moved)) Softmax::rescale(as_out(tOrO.data()), correction);
     };
 
     // First block: nothing to overlap with yet.
@@ -176,7 +185,7 @@ struct MainloopMma {
         issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
         // The previous P V has retired; rescaling O for the previous block's max here, while this
         // S is computed, leaves only the P conversion between a P V retiring and the next issue.
-        Softmax::rescale(as_out(tOrO.data()), correction);
+        rescale_o();
         pipeline_v.consumer_wait(read_v);
         issue_gemm</*kZeroInit=*/false>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
         pass_turn();
@@ -202,13 +211,13 @@ struct MainloopMma {
         warpgroup_wait<0>();
         release_k();
         softmax_step(step);
-        Softmax::rescale(as_out(tOrO.data()), correction);
+        rescale_o();
         convert_probabilities(tSrS, tOrP);
       }
     }
 
     // The last block's P V.
-    if constexpr (kIntraOverlap) Softmax::rescale(as_out(tOrO.data()), correction);
+    if constexpr (kIntraOverlap) rescale_o();
     pipeline_v.consumer_wait(read_v);
     wait_turn();
     issue_gemm</*kZeroInit=*/false>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
