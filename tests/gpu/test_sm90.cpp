@@ -102,6 +102,49 @@ std::vector<AttentionCase> head_dim_cases() {
 INSTANTIATE_TEST_SUITE_P(EveryMultipleOf8, Sm90HeadDimTest, ::testing::ValuesIn(head_dim_cases()),
                          [](const auto& info) { return info.param.name(); });
 
+// Scores spread far wider than the default scale gives (softmax scale 1): the mainloop's lazy row
+// max (OnlineSoftmax::update_scores: a row keeps a stale max unless a block raises it by more than
+// 2^8) then both moves mid-row, rescaling O, and keeps a max that a later block exceeds by less
+// than 2^8. Walked as the kernel walks (last key block first), a row of these shapes moves its max
+// 0.5-1.5 times after its first block and keeps it under a larger block 1.5-2 times (a host
+// simulation of the walk over the same distribution); at the default scale the first block's max
+// almost never moves, so the other suites do not reach those paths. Each mainloop: hd64 (three
+// consumer warpgroups, four max chains), hd128 unmasked (CTA pairs) and causal, hd256; against the
+// float64 reference.
+class Sm90WideScoresTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(Sm90WideScoresTest, MatchesFloat64Reference) {
+  const AttentionCase& c = GetParam();
+  FLASHCORE_REQUIRE_GPU();
+  CaseData data(c);
+  data.compute_reference();
+  SCOPED_TRACE("seed " + std::to_string(data.seed()));
+  expect_matches(c, data, data.ref_o(), data.ref_lse(), /*num_splits=*/1);
+}
+
+std::vector<AttentionCase> wide_score_cases() {
+  std::vector<AttentionCase> cases;
+  for (const DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (const int64_t d : {64, 128, 256}) {
+      for (const bool causal : {false, true}) {
+        cases.push_back({.dtype = dtype,
+                         .batch = 1,
+                         .seqlen_q = causal ? 1000 : 256,
+                         .seqlen_k = 1000,
+                         .heads_q = 2,
+                         .heads_kv = 1,
+                         .head_dim = d,
+                         .causal = causal,
+                         .softmax_scale = 1.f});
+      }
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(ScaleOne, Sm90WideScoresTest, ::testing::ValuesIn(wide_score_cases()),
+                         [](const auto& info) { return info.param.name(); });
+
 // Shapes whose tile counts cross the persistent grid's edges, checked against the fp32 oracle.
 class Sm90SchedulerTest : public ::testing::TestWithParam<AttentionCase> {};
 
