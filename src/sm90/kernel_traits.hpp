@@ -95,7 +95,8 @@ struct KernelTraits {
   // three consumer warpgroups: their GEMMs are half as long as at D = 128 (D <= 64), so less of
   // a warpgroup's softmax hides under the others' GEMMs and the max's dependent FMNMX chain shows
   // (+1.2-2% at hd64 on the H200; -0.9% to +0.7% at D 96-192, where it stays one chain;
-  // docs/perf.md, session 32).
+  // docs/perf.md, session 32). The chains split a row's kBlockN / 8 accumulator tiles (8 keys
+  // each: AccumulatorCoords) evenly, which a tuner's key tile may not allow.
   static constexpr int kMaxChains = kConsumerWarpgroups == 3 && (kBlockN / 8) % 4 == 0 ? 4 : 1;
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "instantiations are multiples of 32");
 
