@@ -104,9 +104,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
 
   cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
-  // The plain row max: the flex kernel's rows were not timed, nor its hd128 instantiation run on a
-  // GPU, with the lazy one (docs/perf.md, session 32).
-  using Mma = MainloopMma<Traits, Variant<false>, /*kLazyMax=*/false>;
+  using Mma = MainloopMma<Traits, Variant<false>>;
   const int thread = threadIdx.x - kWarpgroupThreads;
   Mma mma;
   mma.warpgroup = warpgroup - 1;

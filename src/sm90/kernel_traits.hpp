@@ -98,10 +98,6 @@ struct KernelTraits {
   // docs/perf.md, session 32). The chains split a row's kBlockN / 8 accumulator tiles (8 keys
   // each: AccumulatorCoords) evenly, which a tuner's key tile may not allow.
   static constexpr int kMaxChains = kConsumerWarpgroups == 3 && (kBlockN / 8) % 4 == 0 ? 4 : 1;
-  // The lazy row max (OnlineSoftmax::update_scores; docs/perf.md, session 32) at the head dims
-  // whose kernels have run on a GPU with it. D 160, 224 and 256 keep the plain max until theirs
-  // have: session 32's GPU runs got those instantiations built from stale objects.
-  static constexpr bool kLazyMax = kHeadDim != 160 && kHeadDim < 224;
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "instantiations are multiples of 32");
 
   using TileShape = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;

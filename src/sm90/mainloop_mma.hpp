@@ -23,9 +23,7 @@
 
 namespace flashcore::sm90 {
 
-// kLazyMax: the lazy row max (OnlineSoftmax::update_scores), where the traits allow it; the flex
-// kernel (flex_kernel.cuh) passes false.
-template <typename Traits, typename Variant, bool kLazyMax = Traits::kLazyMax>
+template <typename Traits, typename Variant>
 struct MainloopMma {
   static constexpr bool kPingpong = Variant::kPingpong;
   static constexpr bool kIntraOverlap = Variant::kIntraOverlap;
@@ -154,7 +152,7 @@ struct MainloopMma {
     // S of a step (retired) -> probabilities in S's registers, row max/sum, O's correction.
     auto softmax_step = [&](const auto& step) {
       steps.score(step, tSrS);
-      softmax.template update_scores<kScoreTiles, Traits::kMaxChains, kLazyMax>(
+      softmax.template update_scores<kScoreTiles, Traits::kMaxChains, /*kLazyMax=*/true>(
           as_scores(tSrS.data()), steps.exp_factor(), correction);
     };
     // O for this block's max. With the lazy max (OnlineSoftmax::update_scores) a row whose max
@@ -162,12 +160,8 @@ struct MainloopMma {
     // multiplies a thread: most blocks after the first few (docs/perf.md, session 32). The vote is
     // per warp because each warp holds whole rows of O.
     auto rescale_o = [&] {
-      if constexpr (kLazyMax) {
-        const bool moved = correction[0][0] != 1.f || correction[0][1] != 1.f;
-        if (__any_sync(0xffffffffu, moved)) Softmax::rescale(as_out(tOrO.data()), correction);
-      } else {
-        Softmax::rescale(as_out(tOrO.data()), correction);
-      }
+      const bool moved = correction[0][0] != 1.f || correction[0][1] != 1.f;
+      if (__any_sync(0xffffffffu, moved)) Softmax::rescale(as_out(tOrO.data()), correction);
     };
 
     // First block: nothing to overlap with yet.
