@@ -10,9 +10,18 @@
 // 524 MB from DRAM, 66% L2 hits, where flash-attn-4's query-block-first grid read the 201 MB of Q,
 // K and V once, 91% hits; the wave rule took that shape from 570 to 589 TFLOP/s). Masked and varlen
 // tiles (the dynamic schedule, and the flex kernel) differ in length, so no wave finishes together;
-// there the wave rule measured within noise, -2.6% to +2% (docs/perf.md, session 31), and only the
-// L2 bound applies: the group's K/V within half of L2, the other half for the Q and O streams. That
+// there the wave rule measured within noise, -2.6% to +2% (docs/perf.md, session 31), and the L2
+// bound applies: the group's K/V within half of L2, the other half for the Q and O streams. That
 // bound also caps the wave rule.
+//
+// With tiles of unequal length the groups should also be equal. Groups run one after another, each
+// longest tile first, so a last group smaller than the others (16 heads in groups of 3: 3, 3, 3,
+// 3, 3, 1) starts its longest tiles when the other CTAs have little left, and they run alone at
+// the end: ncu, hd256 causal B2 H8 S8192, the SMs active 86% of the kernel's time. So the group is
+// the largest divisor of the pairs between half the L2 bound and the bound, where there is one
+// (H200, bf16 causal, one process: hd256 S8192 groups of 2 instead of 3 612 -> 653 TFLOP/s, S4096
+// 4 instead of 6 578 -> 601, S2048 8 instead of 12 490 -> 517; hd128 +0 to +2.5%; hd64 S8192
+// even; docs/perf.md, session 33). Smaller groups than half the bound give up too much of L2.
 #pragma once
 
 #include <algorithm>
@@ -37,13 +46,20 @@ inline int64_t kv_bytes_per_query_head(int64_t keys, int64_t head_dim, int kv_gr
 }
 
 inline int heads_per_group(const HeadGroupInputs& in) {
+  const int64_t pairs = std::max<int64_t>(1, in.pairs);
   const int64_t within_l2 = in.l2_bytes / 2 / std::max<int64_t>(1, in.kv_bytes_per_head);
   int64_t heads = within_l2;
   if (in.uniform_tiles) {
     const int64_t tiles_per_head = std::max<int64_t>(1, in.tiles_per_head);
     heads = std::min(heads, (in.concurrent_tiles + tiles_per_head - 1) / tiles_per_head);
   }
-  return static_cast<int>(std::clamp<int64_t>(heads, 1, std::max<int64_t>(1, in.pairs)));
+  heads = std::clamp<int64_t>(heads, 1, pairs);
+  if (!in.uniform_tiles) {
+    for (int64_t equal = heads; 2 * equal >= heads; --equal) {
+      if (pairs % equal == 0) return static_cast<int>(equal);
+    }
+  }
+  return static_cast<int>(heads);
 }
 
 }  // namespace flashcore::sm90

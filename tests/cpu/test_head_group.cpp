@@ -1,5 +1,6 @@
 // Heads per group of the persistent forward (src/sm90/head_group.hpp): the heads one wave of CTAs
-// covers where tiles are uniform, capped by half of L2; only the L2 bound where they are not.
+// covers where tiles are uniform, capped by half of L2; where they are not, the L2 bound, lowered
+// to a size that splits the pairs into equal groups when one lies within half of it.
 #include <gtest/gtest.h>
 
 #include "sm90/head_group.hpp"
@@ -21,8 +22,21 @@ TEST(HeadGroup, UniformTilesGroupTheHeadsOfOneWave) {
 }
 
 TEST(HeadGroup, MaskedOrVarlenTilesKeepTheL2Bound) {
-  EXPECT_EQ(sm90::heads_per_group({64, 32, 132, 2 * kMiB, kL2Bytes, false}), 12);
-  EXPECT_EQ(sm90::heads_per_group({64, 32, 132, 4 * kMiB, kL2Bytes, false}), 6);
+  // 60 pairs: the L2 bound (12, then 6) divides them.
+  EXPECT_EQ(sm90::heads_per_group({60, 32, 132, 2 * kMiB, kL2Bytes, false}), 12);
+  EXPECT_EQ(sm90::heads_per_group({60, 32, 132, 4 * kMiB, kL2Bytes, false}), 6);
+  // 13 pairs: no divisor between half the bound and the bound, so the bound (6; groups 6, 6, 1).
+  EXPECT_EQ(sm90::heads_per_group({13, 32, 132, 4 * kMiB, kL2Bytes, false}), 6);
+}
+
+TEST(HeadGroup, MaskedOrVarlenTilesRunInEqualGroups) {
+  // B2 H8 S8192 hd256 causal: bound 3, 16 pairs -> 2 (not 3, 3, 3, 3, 3, 1).
+  EXPECT_EQ(sm90::heads_per_group({16, 64, 132, 8 * kMiB, kL2Bytes, false}), 2);
+  // B4 H8 S4096 hd256: bound 6, 32 pairs -> 4; B8 H8 S2048: bound 12, 64 pairs -> 8.
+  EXPECT_EQ(sm90::heads_per_group({32, 32, 132, 4 * kMiB, kL2Bytes, false}), 4);
+  EXPECT_EQ(sm90::heads_per_group({64, 16, 132, 2 * kMiB, kL2Bytes, false}), 8);
+  // Uniform tiles keep the wave rule's group: its waves end together, whatever the last group.
+  EXPECT_EQ(sm90::heads_per_group({16, 64, 132, 8 * kMiB, kL2Bytes, true}), 3);
 }
 
 TEST(HeadGroup, HalfOfL2CapsTheWaveRule) {
