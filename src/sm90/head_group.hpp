@@ -19,9 +19,10 @@
 // 3, 3, 1) starts its longest tiles when the other CTAs have little left, and they run alone at
 // the end: ncu, hd256 causal B2 H8 S8192, the SMs active 86% of the kernel's time. So the group is
 // the largest divisor of the pairs between half the L2 bound and the bound, where there is one
-// (H200, bf16 causal, one process: hd256 S8192 groups of 2 instead of 3 612 -> 653 TFLOP/s, S4096
-// 4 instead of 6 578 -> 601, S2048 8 instead of 12 490 -> 517; hd128 +0 to +2.5%; hd64 S8192
-// even; docs/perf.md, session 33). Smaller groups than half the bound give up too much of L2.
+// (H200, bf16 causal, median TFLOP/s in alternating processes: hd256 S8192 groups of 2 instead of
+// 3 600-609 -> 653-659, S4096 4 instead of 6 +4-5%, S2048 8 instead of 12 +4-5%; hd128 +0-3%;
+// hd64 +1%; docs/perf.md, session 33). Groups below half the bound gave up too much of L2 (hd256
+// S4096 in groups of 2: -1.7%).
 #pragma once
 
 #include <algorithm>

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/problem.hpp"
+#include "sm90/head_group.hpp"
 #include "sm90/kernel_view.hpp"
 
 namespace flashcore::bench {
@@ -17,10 +18,6 @@ sm90::LaunchArgs plan_candidate(const AttentionParams& a, const TuneConfig& conf
   p.num_m_blocks = (p.seqlen_q + config.block_m() - 1) / config.block_m();
   p.num_splits = 1;
   const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
-  const int64_t kv_bytes_per_head =
-      std::max<int64_t>(1, 2 * int64_t{p.seqlen_k} * a.head_dim * 2 / std::max(1, p.kv_group));
-  p.head_group = static_cast<int>(
-      std::clamp<int64_t>(static_cast<int64_t>(l2_bytes) / 2 / kv_bytes_per_head, 1, pairs));
   const bool masked = p.mask.left >= 0 || p.mask.right >= 0;
   in.dynamic = masked;
   p.tile_counter = masked ? tile_counter : nullptr;
@@ -32,6 +29,10 @@ sm90::LaunchArgs plan_candidate(const AttentionParams& a, const TuneConfig& conf
   p.num_tiles = static_cast<int>(tiles);
   const int64_t clusters = std::min<int64_t>(tiles, sm_count / in.cluster_ctas);
   in.num_ctas = static_cast<int>(clusters * in.cluster_ctas);
+  // The production plan's groups (sm90_fwd.cu), so a candidate is timed as it would run.
+  p.head_group = sm90::heads_per_group(
+      {pairs, m_groups, clusters, sm90::kv_bytes_per_query_head(p.seqlen_k, a.head_dim, p.kv_group),
+       static_cast<int64_t>(l2_bytes), !masked});
   return in;
 }
 
