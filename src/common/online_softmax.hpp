@@ -64,8 +64,8 @@ struct OnlineSoftmax {
   // update() in two halves, for kernels whose O accumulators are still being written by an
   // asynchronous GEMM (sm90: the previous tile's P V) while this tile's softmax runs: the scores
   // half needs only s, and the per-row corrections wait for rescale() until O is free.
-  // Two options, taken by the sm90 mainloop (its traits say which; docs/perf.md, session 32); the
-  // defaults are the plain algorithm:
+  // Two options, taken by the sm90 mainloop (the max chains where its traits say so, the lazy max
+  // always; docs/perf.md, sessions 32-33); the defaults are the plain algorithm (sm80):
   //  - kMaxChains: the row max as that many independent fmax chains joined at the end, so that the
   //    first exp2 waits for N / 2 / kMaxChains + log2(kMaxChains) dependent FMNMX instead of N / 2.
   //  - kLazyMax: a row keeps its running max unless this block raises it by more than
