@@ -109,9 +109,8 @@ INSTANTIATE_TEST_SUITE_P(EveryMultipleOf8, Sm90HeadDimTest, ::testing::ValuesIn(
 // 0.5-1.5 times after its first block and keeps it under a larger block 1.5-2 times (a host
 // simulation of the walk over the same distribution); at the default scale the first block's max
 // almost never moves, so the other suites do not reach those paths. Each mainloop: hd64 (three
-// consumer warpgroups, four max chains), hd128 unmasked (CTA pairs) and causal, and hd256 (the
-// plain max until its lazy one has run on a GPU: KernelTraits::kLazyMax); against the float64
-// reference (Sm90HeadDimTest's check).
+// consumer warpgroups, four max chains), hd128 unmasked (CTA pairs) and causal, and hd256 (80-key
+// blocks, one max chain); against the float64 reference (Sm90HeadDimTest's check).
 std::vector<AttentionCase> wide_score_cases() {
   std::vector<AttentionCase> cases;
   for (const DType dtype : {DType::kFloat16, DType::kBFloat16}) {
