@@ -26,6 +26,23 @@ struct Epilogue {
   static constexpr int kHeadDim = Traits::kHeadDim;
   static constexpr int kChunkElements = 16 / sizeof(Element);
   static constexpr int kChunksPerRow = kHeadDim / kChunkElements;
+  // The store's passes over a warpgroup's rows: whole rows of chunks, one chunk a thread.
+  static constexpr int kRowsPerPass = kWarpgroupThreads / kChunksPerRow;
+  static constexpr int kPasses = (kRowsPerWarpgroup + kRowsPerPass - 1) / kRowsPerPass;
+  static_assert(kRowsPerPass >= 1, "a row of chunks per pass at most");
+
+  // The staged O tile (a Q stage) without its swizzle: the store walks its rows by a constant
+  // element stride, which holds because the layout is linear in the row (checked here at every
+  // row).
+  using StagedLayout = decltype(get_nonswizzle_portion(typename Traits::SmemLayoutQTile{}));
+  static constexpr int kStagedRowStride = StagedLayout{}(1, 0) - StagedLayout{}(0, 0);
+  static constexpr bool staged_rows_are_linear() {
+    for (int row = 0; row < Traits::kBlockM; ++row) {
+      if (StagedLayout{}(row, 0) != row * kStagedRowStride) return false;
+    }
+    return true;
+  }
+  static_assert(staged_rows_are_linear(), "the O store steps its staged rows by a fixed stride");
 
   // The consumer thread index (0..255), read anew at each call: the epilogue's shared-memory and
   // chunk addresses depend only on it, and derived from a plain value the compiler hoists all of
@@ -118,25 +135,34 @@ struct Epilogue {
     cutlass::arch::NamedBarrier::sync(kWarpgroupThreads,
                                       barrier_id(NamedBarrierId::kEpilogue0, warpgroup));
 
-    Element* o = static_cast<Element*>(a.o) + tile.batch * a.o_batch + tile.head * a.o_head;
-    const int wg_row0 = warpgroup * kRowsPerWarpgroup;
+    // Each thread copies one 16-byte column chunk of rows first_row, first_row + kRowsPerPass, ...
+    // of the warpgroup's rows. Both addresses advance by a constant a pass: the staged tile is
+    // linear in its row (its swizzle acts on the final address, so staged[] applies it per pass)
+    // and O's rows are o_seq apart. Derived per chunk from (row, column) instead, they took about
+    // 50 integer instructions each (signed divisions, 64-bit products): 400 a warp and a tile at
+    // D = 128, a tenth of the kernel's instructions at S = 512 (docs/perf.md, session 34).
     const int lane_in_wg = thread % kWarpgroupThreads;
+    const int chunk_row = lane_in_wg / kChunksPerRow;
+    const int col = (lane_in_wg % kChunksPerRow) * kChunkElements;
+    if (chunk_row >= kRowsPerPass || col >= a.head_dim) return;       // lanes past a whole pass
+    const int first_row = warpgroup * kRowsPerWarpgroup + chunk_row;  // in the tile
+    const auto staged = sO.data() + sO.layout()(first_row, col);  // applies the swizzle on access
+    Element* out = static_cast<Element*>(a.o) + tile.batch * a.o_batch + tile.head * a.o_head +
+                   (tile_row0 + first_row) * a.o_seq + col;
+    const int rows_left = row_end - (tile_row0 + first_row);
     CUTLASS_PRAGMA_UNROLL
-    for (int chunk = lane_in_wg; chunk < kRowsPerWarpgroup * kChunksPerRow;
-         chunk += kWarpgroupThreads) {
-      const int local_row = wg_row0 + chunk / kChunksPerRow;
-      const int col = (chunk % kChunksPerRow) * kChunkElements;
-      const int row = tile_row0 + local_row;
-      if (row < row_end && col < a.head_dim) {
-        // The swizzle lives in sO's pointer (it XORs address bits), so take the element's address
-        // through the tensor; a swizzled row keeps each 16-byte chunk contiguous.
-        const uint32_t address = cute::cast_smem_ptr_to_uint(&sO(local_row, col));
-        uint4 value;
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
-                     : "r"(address));
-        *reinterpret_cast<uint4*>(o + row * a.o_seq + col) = value;
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int row = pass * kRowsPerPass;  // after first_row
+      if (row >= rows_left ||
+          (kRowsPerWarpgroup % kRowsPerPass != 0 && chunk_row + row >= kRowsPerWarpgroup)) {
+        break;
       }
+      const uint32_t address = cute::cast_smem_ptr_to_uint(&staged[row * kStagedRowStride]);
+      uint4 value;
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
+                   : "r"(address));
+      *reinterpret_cast<uint4*>(out + row * a.o_seq) = value;
     }
   }
 

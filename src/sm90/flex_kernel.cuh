@@ -125,10 +125,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   typename PipelineQ::PipelineState read_q;
   for (int tiles_taken = 0;; ++tiles_taken) {
     int num_steps = 0;  // the producer's count of the tile's walk (kNoRows: nothing to do)
-    const int tile_index = TileRing::take(smem.base.tiles, tiles_taken, &num_steps);
+    Tile tile;          // decoded by the producer
+    const int tile_index = TileRing::take(smem.base.tiles, tiles_taken, &num_steps, &tile);
     if (tile_index >= a.num_tiles) break;
     if (num_steps == kNoRows) continue;  // a varlen tile past its sequence
-    Tile tile = TileScheduler<1>::decode(a, tile_index);
     const detail::FlexSequence seq = detail::flex_sequence(
         fp.flex.cu_seqlens_q, fp.flex.cu_seqlens_k, tile.batch, a.seqlen_q, a.seqlen_k);
     const int row0 = tile.m_block * Traits::kBlockM;

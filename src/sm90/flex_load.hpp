@@ -213,7 +213,7 @@ struct FlexLoad {
       // The consumers learn every tile and its number of steps from here (kNoRows: a varlen
       // tile past its sequence, which nobody computes).
       if (tile.m_block * Traits::kBlockM >= seq.seqlen_q) {
-        TileRing::publish(smem.base.tiles, cursor.taken, tile_index, kNoRows);
+        TileRing::publish(smem.base.tiles, cursor.taken, tile_index, kNoRows, tile);
         continue;
       }
       // The tile's walk and loads, for 128-key tiles or for pairs of 64-key blocks (kPaired).
@@ -255,7 +255,7 @@ struct FlexLoad {
           __syncwarp();
           num_steps = kPaired ? paired_count(walk) : walk.count();
         }
-        TileRing::publish(smem.base.tiles, cursor.taken, tile_index, num_steps);
+        TileRing::publish(smem.base.tiles, cursor.taken, tile_index, num_steps, tile);
         if (num_steps == 0) return;  // the consumers release Q and write O = 0
 
         const int kv_head = tile.head / a.kv_group;

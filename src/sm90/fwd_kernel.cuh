@@ -111,9 +111,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   typename Pipeline::PipelineState read_k, read_v;
   typename PipelineQ::PipelineState read_q;
   for (int tiles_taken = 0;; ++tiles_taken) {
-    const int tile_index = TileRing::take(smem.tiles, tiles_taken);
+    Tile tile;  // decoded by the producer
+    const int tile_index = TileRing::take(smem.tiles, tiles_taken, nullptr, &tile);
     if (tile_index >= a.num_tiles) break;
-    Tile tile = TileScheduler<Traits::kClusterCtas>::decode(a, tile_index);
     // The head's sink logit (-inf: none), read before the mainloop so that its latency hides there.
     const float sink = Variant::kSinks ? a.sink_logits[tile.head] : -INFINITY;
     const SequenceView seq = sequence_view(a, tile.batch);

@@ -60,10 +60,14 @@ struct MainloopLoad {
         // entries are grid indices: the rest is the grid's code, on both sides.
         tile_index = tile_index < *a.varlen_tile_count ? a.varlen_tiles[tile_index] : a.num_tiles;
       }
-      // The consumers learn every tile, and the end (an index past the last tile), from here.
-      TileRing::publish(smem.tiles, cursor.taken, tile_index);
-      if (tile_index >= a.num_tiles) break;
+      // The consumers learn every tile, decoded, and the end (an index past the last tile), from
+      // here.
+      if (tile_index >= a.num_tiles) {
+        TileRing::publish(smem.tiles, cursor.taken, tile_index);
+        break;
+      }
       const Tile tile = TileScheduler<Traits::kClusterCtas>::decode(a, tile_index);
+      TileRing::publish(smem.tiles, cursor.taken, tile_index, 0, tile);
       const SequenceView seq = sequence_view(a, tile.batch);
       if (past_sequence<Traits::kBlockM>(a, seq, tile.m_block)) continue;  // nobody computes it
       const BlockRange range = key_blocks<Traits::kBlockM, Traits::kBlockN>(a, seq.mask, tile);

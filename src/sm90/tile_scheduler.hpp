@@ -33,7 +33,8 @@
 
 namespace flashcore::sm90 {
 
-struct Tile {
+// 16-byte aligned: one shared-memory load or store in TileRing.
+struct alignas(16) Tile {
   int m_block;
   int head;
   int batch;
@@ -74,15 +75,19 @@ struct TileCursor {
 };
 
 // Tile indices from the producer warp to the consumers: two slots, so the producer can name the
-// next tile while the consumers still read the current one. Each side counts the indices it has
-// passed (slot = count % 2, mbarrier phase = count / 2 % 2). Plain mbarriers in shared memory
-// rather than a CUTLASS pipeline object, whose pointers and parameters would take registers the
-// 24-register producer does not have.
+// next tile while the consumers still read the current one. The producer decodes each tile it
+// loads anyway and passes the decoded Tile along, so the consumer warps, which would otherwise
+// all repeat its divisions (about 150 instructions a warp and a tile, on the path from one tile's
+// epilogue to the next tile's first GEMM; docs/perf.md, session 34), read it instead. Each side
+// counts the indices it has passed (slot = count % 2, mbarrier phase = count / 2 % 2). Plain
+// mbarriers in shared memory rather than a CUTLASS pipeline object, whose pointers and parameters
+// would take registers the 24-register producer does not have.
 struct TileRing {
   static constexpr int kSlots = 2;
   struct SharedStorage {
     int index[kSlots];
     int payload[kSlots];  // one int the producer tells about the tile (the flex kernel's steps)
+    Tile tile[kSlots];    // the decoded index (a forward kernel's; the end index carries none)
     cutlass::arch::ClusterBarrier full[kSlots];   // lane 0 of the producer arrives
     cutlass::arch::ClusterBarrier empty[kSlots];  // every consumer thread arrives
   };
@@ -96,21 +101,25 @@ struct TileRing {
   }
   // The producer warp: waits for the slot's previous index to be read (a fresh barrier counts as
   // read), then lane 0 writes the index and arrives (release), which publishes it.
-  __device__ static void publish(SharedStorage& ring, int count, int index, int payload = 0) {
+  __device__ static void publish(SharedStorage& ring, int count, int index, int payload = 0,
+                                 const Tile& tile = {}) {
     const int slot = count % kSlots;
     ring.empty[slot].wait(((count / kSlots) & 1) ^ 1);
     if (threadIdx.x % 32 == 0) {
       ring.index[slot] = index;
       ring.payload[slot] = payload;
+      ring.tile[slot] = tile;
       ring.full[slot].arrive();
     }
   }
   // Every consumer thread: waits (acquire), reads, and frees the slot.
-  __device__ static int take(SharedStorage& ring, int count, int* payload = nullptr) {
+  __device__ static int take(SharedStorage& ring, int count, int* payload = nullptr,
+                             Tile* tile = nullptr) {
     const int slot = count % kSlots;
     ring.full[slot].wait((count / kSlots) & 1);
     const int index = ring.index[slot];
     if (payload != nullptr) *payload = ring.payload[slot];
+    if (tile != nullptr) *tile = ring.tile[slot];
     ring.empty[slot].arrive();
     return index;
   }
