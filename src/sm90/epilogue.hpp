@@ -140,7 +140,7 @@ struct Epilogue {
     // linear in its row (its swizzle acts on the final address, so staged[] applies it per pass)
     // and O's rows are o_seq apart. Derived per chunk from (row, column) instead, they took about
     // 50 integer instructions each (signed divisions, 64-bit products): 400 a warp and a tile at
-    // D = 128, a tenth of the kernel's instructions at S = 512 (docs/perf.md, session 34).
+    // D = 128, a sixth of the kernel's instructions at S = 512 (docs/perf.md, session 34).
     const int lane_in_wg = thread % kWarpgroupThreads;
     const int chunk_row = lane_in_wg / kChunksPerRow;
     const int col = (lane_in_wg % kChunksPerRow) * kChunkElements;
