@@ -89,8 +89,8 @@ LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device) 
   const int64_t tiles = pairs * p.num_m_blocks;
   p.num_tiles = static_cast<int>(tiles);
   in.num_ctas = static_cast<int>(std::min<int64_t>(tiles, device.multiProcessorCount));
-  // Heads per group as the dense plan's dynamic schedule: as many as keep their K and V within
-  // half of L2.
+  // Heads per group as the dense plan's dynamic schedule (head_group.hpp): as many as keep their
+  // K and V within half of L2, lowered to a size that splits the pairs into equal groups.
   const int64_t keys = varlen ? a.max_seqlen_k : a.seqlen_k;
   p.head_group = sm90::heads_per_group(
       {pairs, p.num_m_blocks, in.num_ctas,
