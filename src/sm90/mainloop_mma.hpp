@@ -132,12 +132,19 @@ struct MainloopMma {
   // steps.score(step, s) turns the retired S of that step into what the softmax takes, in units
   // that steps.exp_factor() takes to the log2 domain. DenseSteps (below) is the dense kernel's
   // contiguous range; the flex kernel passes its block walk (flex_steps.hpp).
-  template <typename Steps, typename TensorQ, typename TensorK, typename TensorV, typename TensorO>
+  //
+  // kHidesSteps (the dense kernel): the first hidden_steps steps hold no key this warpgroup's rows
+  // can see, and it runs no GEMM or softmax for them (see DenseSteps::hidden_steps). They still
+  // take their turns, so that every warpgroup takes the same number per tile, and release their
+  // stages in order, each after its fill has landed: a release before that would count towards
+  // the stage's previous fill, which other warpgroups may still be reading.
+  template <bool kHidesSteps = false, typename Steps, typename TensorQ, typename TensorK,
+            typename TensorV, typename TensorO>
   __device__ __forceinline__ void run_steps(Steps& steps, int num_steps, const TensorQ& tSrQ,
                                             const TensorK& tSrK, const TensorV& tOrV, TensorO& tOrO,
                                             Softmax& softmax, Pipeline& pipeline_k,
                                             Pipeline& pipeline_v, PipelineState& read_k,
-                                            PipelineState& read_v) {
+                                            PipelineState& read_v, int hidden_steps = 0) {
     Tensor tSrS = partition_fragment_C(mma_qk, select<0, 1>(TileShape{}));
     Tensor tOrP = make_tensor<Element>(partition_shape_A(mma_pv, select<0, 1>(TileShape{})));
     float correction[1][2];  // of the last softmax update, for O before the next P V
@@ -164,13 +171,38 @@ struct MainloopMma {
       if (__any_sync(0xffffffffu, moved)) Softmax::rescale(as_out(tOrO.data()), correction);
     };
 
+    // A step takes one turn with the overlap (its S beside the previous P V), two without; the
+    // last P V one more with it.
+    constexpr int kTurnsPerStep = kIntraOverlap ? 1 : 2;
+    const int first_step = kHidesSteps ? hidden_steps : 0;
+    if constexpr (kHidesSteps) {
+      for (int i = 0; i < hidden_steps; ++i) {
+        for (int turn = 0; turn < kTurnsPerStep; ++turn) {
+          wait_turn();
+          pass_turn();
+        }
+        pipeline_k.consumer_wait(read_k);
+        release_k();
+        pipeline_v.consumer_wait(read_v);
+        release_v();
+      }
+      if (hidden_steps == num_steps) {  // rows that see no key: O = 0, the softmax stays empty
+        if constexpr (kIntraOverlap) {
+          wait_turn();
+          pass_turn();
+        }
+        clear(tOrO);
+        return;
+      }
+    }
+
     // First block: nothing to overlap with yet.
     pipeline_k.consumer_wait(read_k);
     wait_turn();
     issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
     pass_turn();
     {
-      const auto step = steps.begin(0, read_k.index());
+      const auto step = steps.begin(first_step, read_k.index());
       warpgroup_wait<0>();
       release_k();
       softmax_step(step);
@@ -178,7 +210,7 @@ struct MainloopMma {
     convert_probabilities(tSrS, tOrP);
     clear(tOrO);
 
-    for (int i = 1; i < num_steps; ++i) {
+    for (int i = first_step + 1; i < num_steps; ++i) {
       pipeline_k.consumer_wait(read_k);
       if constexpr (kIntraOverlap) {
         wait_turn();
@@ -236,6 +268,17 @@ struct MainloopMma {
     int tile_row0, wg_row0, last_block;
 
     __device__ int begin(int i, int /*stage*/) const { return last_block - i; }
+    // The range's last blocks, which come first, that hold no key this warpgroup's rows see: on
+    // a causal diagonal the blocks past what its last row sees, when the tile is taller than a
+    // key block (three warpgroups' 192 rows at D <= 64: a quarter of the steps at S 512) or
+    // its rows are not aligned to the key blocks (80-key blocks at D 256); all of them when its
+    // rows lie past the sequence's end. The tile's range is the union over its warpgroups.
+    __device__ int hidden_steps(const BlockRange& range) const {
+      const int wg_row_end = min(wg_row0 + kRowsPerWarpgroup, mask.seqlen_q);
+      if (wg_row_end <= wg_row0) return range.end - range.begin;
+      const int seen_end = (mask.block_end_key(wg_row_end) + kBlockN - 1) / kBlockN;
+      return range.end - max(range.begin, min(range.end, seen_end));
+    }
     template <typename ScoreTensor>
     __device__ void score(int n_block, ScoreTensor& s) const {
       const int key0 = n_block * kBlockN;
@@ -245,6 +288,12 @@ struct MainloopMma {
     }
     __device__ float exp_factor() const { return a.exp_factor; }
   };
+
+  // Where a causal diagonal hides steps from a warpgroup: tiles of other than kBlockN rows. With
+  // 128 x 128 tiles (D 96, 128) only rows past a sequence's end or a window's offset would, and
+  // there the code that skips them cost the main loop 1-2% (hd128 S 1k-4k causal; docs/perf.md,
+  // session 35).
+  static constexpr bool kTileHidesSteps = Traits::kBlockM != kBlockN;
 
   // The key blocks of range (last first), as the dense producer loads them; mask: the window bound
   // to the tile's sequence (sequence_view.hpp).
@@ -261,8 +310,8 @@ struct MainloopMma {
                      tile_row0,
                      tile_row0 + warpgroup * kRowsPerWarpgroup,
                      range.end - 1};
-    run_steps(steps, range.end - range.begin, tSrQ, tSrK, tOrV, tOrO, softmax, pipeline_k,
-              pipeline_v, read_k, read_v);
+    run_steps<kTileHidesSteps>(steps, range.end - range.begin, tSrQ, tSrK, tOrV, tOrO, softmax,
+                               pipeline_k, pipeline_v, read_k, read_v, steps.hidden_steps(range));
   }
 };
 
