@@ -23,6 +23,12 @@
 
 namespace flashcore::sm90 {
 
+// Steps [first, end) of a tile's walk, in the order the producer loads them.
+struct StepSpan {
+  int first = 0;
+  int end = 0;
+};
+
 template <typename Traits, typename Variant>
 struct MainloopMma {
   static constexpr bool kPingpong = Variant::kPingpong;
@@ -133,18 +139,19 @@ struct MainloopMma {
   // that steps.exp_factor() takes to the log2 domain. DenseSteps (below) is the dense kernel's
   // contiguous range; the flex kernel passes its block walk (flex_steps.hpp).
   //
-  // kHidesSteps (the dense kernel): the first hidden_steps steps hold no key this warpgroup's rows
-  // can see, and it runs no GEMM or softmax for them (see DenseSteps::hidden_steps). They still
-  // take their turns, so that every warpgroup takes the same number per tile, and release their
-  // stages in order, each after its fill has landed: a release before that would count towards
-  // the stage's previous fill, which other warpgroups may still be reading.
+  // kHidesSteps (the dense kernel; visible is read only then): only the steps [visible.first,
+  // visible.end) hold keys this warpgroup's rows can see (DenseSteps::visible_steps), and it runs
+  // no GEMM or softmax for the others. They still take their turns, so that every warpgroup takes
+  // the same number per tile, and release their stages in order, each after its fill has landed: a
+  // release before that would count towards the stage's previous fill, which other warpgroups may
+  // still be reading.
   template <bool kHidesSteps = false, typename Steps, typename TensorQ, typename TensorK,
             typename TensorV, typename TensorO>
   __device__ __forceinline__ void run_steps(Steps& steps, int num_steps, const TensorQ& tSrQ,
                                             const TensorK& tSrK, const TensorV& tOrV, TensorO& tOrO,
                                             Softmax& softmax, Pipeline& pipeline_k,
                                             Pipeline& pipeline_v, PipelineState& read_k,
-                                            PipelineState& read_v, int hidden_steps = 0) {
+                                            PipelineState& read_v, StepSpan visible = {}) {
     Tensor tSrS = partition_fragment_C(mma_qk, select<0, 1>(TileShape{}));
     Tensor tOrP = make_tensor<Element>(partition_shape_A(mma_pv, select<0, 1>(TileShape{})));
     float correction[1][2];  // of the last softmax update, for O before the next P V
@@ -174,9 +181,8 @@ struct MainloopMma {
     // A step takes one turn with the overlap (its S beside the previous P V), two without; the
     // last P V one more with it.
     constexpr int kTurnsPerStep = kIntraOverlap ? 1 : 2;
-    const int first_step = kHidesSteps ? hidden_steps : 0;
-    if constexpr (kHidesSteps) {
-      for (int i = 0; i < hidden_steps; ++i) {
+    auto skip_steps = [&](int count) {
+      for (int i = 0; i < count; ++i) {
         for (int turn = 0; turn < kTurnsPerStep; ++turn) {
           wait_turn();
           pass_turn();
@@ -186,7 +192,12 @@ struct MainloopMma {
         pipeline_v.consumer_wait(read_v);
         release_v();
       }
-      if (hidden_steps == num_steps) {  // rows that see no key: O = 0, the softmax stays empty
+    };
+    const int first_step = kHidesSteps ? visible.first : 0;
+    const int end_step = kHidesSteps ? visible.end : num_steps;
+    if constexpr (kHidesSteps) {
+      skip_steps(first_step);
+      if (first_step == num_steps) {  // rows that see no key: O = 0, the softmax stays empty
         if constexpr (kIntraOverlap) {
           wait_turn();
           pass_turn();
@@ -210,7 +221,7 @@ struct MainloopMma {
     convert_probabilities(tSrS, tOrP);
     clear(tOrO);
 
-    for (int i = first_step + 1; i < num_steps; ++i) {
+    for (int i = first_step + 1; i < end_step; ++i) {
       pipeline_k.consumer_wait(read_k);
       if constexpr (kIntraOverlap) {
         wait_turn();
@@ -256,6 +267,7 @@ struct MainloopMma {
     pass_turn();
     warpgroup_wait<0>();
     release_v();
+    if constexpr (kHidesSteps) skip_steps(num_steps - end_step);
   }
 
   // The dense kernel's steps: the key blocks of a contiguous range, last first; the window mask
@@ -268,16 +280,20 @@ struct MainloopMma {
     int tile_row0, wg_row0, last_block;
 
     __device__ int begin(int i, int /*stage*/) const { return last_block - i; }
-    // The range's last blocks, which come first, that hold no key this warpgroup's rows see: on
-    // a causal diagonal the blocks past what its last row sees, when the tile is taller than a
-    // key block (three warpgroups' 192 rows at D <= 64: a quarter of the steps at S 512) or
-    // its rows are not aligned to the key blocks (80-key blocks at D 256); all of them when its
-    // rows lie past the sequence's end. The tile's range is the union over its warpgroups.
-    __device__ int hidden_steps(const BlockRange& range) const {
+    // The steps whose blocks hold a key this warpgroup's rows see. The tile's range is the union
+    // over its warpgroups, and a warpgroup sees less of it when the tile is taller than a key
+    // block (three warpgroups' 192 rows at D <= 64: a quarter of the steps at S 512 causal) or
+    // its rows are not aligned to the key blocks (80-key blocks at D 256): on a causal diagonal
+    // the first steps (the range's last blocks, past what its last row sees), under a window's
+    // left edge the last ones; none when its rows lie past the sequence's end.
+    __device__ StepSpan visible_steps(const BlockRange& range) const {
+      const int steps = range.end - range.begin;
       const int wg_row_end = min(wg_row0 + kRowsPerWarpgroup, mask.seqlen_q);
-      if (wg_row_end <= wg_row0) return range.end - range.begin;
-      const int seen_end = (mask.block_end_key(wg_row_end) + kBlockN - 1) / kBlockN;
-      return range.end - max(range.begin, min(range.end, seen_end));
+      if (wg_row_end <= wg_row0) return {steps, steps};
+      const int seen_begin = max(range.begin, mask.block_first_key(wg_row0) / kBlockN);
+      const int seen_end = min(range.end, (mask.block_end_key(wg_row_end) + kBlockN - 1) / kBlockN);
+      if (seen_end <= seen_begin) return {steps, steps};
+      return {range.end - seen_end, range.end - seen_begin};
     }
     template <typename ScoreTensor>
     __device__ void score(int n_block, ScoreTensor& s) const {
@@ -289,11 +305,12 @@ struct MainloopMma {
     __device__ float exp_factor() const { return a.exp_factor; }
   };
 
-  // Where a causal diagonal hides steps from a warpgroup: tiles of other than kBlockN rows. With
-  // 128 x 128 tiles (D 96, 128) only rows past a sequence's end or a window's offset would, and
-  // there the code that skips them cost the main loop 1-2% (hd128 S 1k-4k causal; docs/perf.md,
-  // session 35).
-  static constexpr bool kTileHidesSteps = Traits::kBlockM != kBlockN;
+  // Where a causal diagonal or a window's edge hides steps from a warpgroup: tiles of other than
+  // kBlockN rows. With 128 x 128 tiles (D 96, 128) only rows past a sequence's end or a window's
+  // offset would, and there the code that skips them cost the main loop 1-2% (hd128 S 1k-4k
+  // causal; docs/perf.md, session 35). Cluster kernels run unmasked problems only, where nothing
+  // but rows past the end hides, and at D 256 the code made ptxas spill two values there.
+  static constexpr bool kTileHidesSteps = Traits::kBlockM != kBlockN && Traits::kClusterCtas == 1;
 
   // The key blocks of range (last first), as the dense producer loads them; mask: the window bound
   // to the tile's sequence (sequence_view.hpp).
@@ -311,7 +328,7 @@ struct MainloopMma {
                      tile_row0 + warpgroup * kRowsPerWarpgroup,
                      range.end - 1};
     run_steps<kTileHidesSteps>(steps, range.end - range.begin, tSrQ, tSrK, tOrV, tOrO, softmax,
-                               pipeline_k, pipeline_v, read_k, read_v, steps.hidden_steps(range));
+                               pipeline_k, pipeline_v, read_k, read_v, steps.visible_steps(range));
   }
 };
 

@@ -223,9 +223,11 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Half-block edges: a warpgroup's 64 rows that see only one half of a key block (a causal
 // diagonal, a window's left edge, a sequence's last keys), rows past the sequence in a tile's last
-// warpgroup, and 192-row tiles whose first warpgroup sees none of the tile's last block. The
-// kernel runs these steps whole, masked per element; session 24 measured narrowing them
-// (docs/perf.md, "Session 24"), and these cases put each kind at a block's edge.
+// warpgroup, and 192-row tiles whose first warpgroup sees none of the tile's last block. Where
+// tiles are not 128 x 128 (192 rows at D <= 64, 96 or 80 keys at D > 128) a warpgroup skips the
+// steps none of its rows sees and takes their turns empty (docs/perf.md, "Session 35"); the kernel
+// runs the other steps whole, masked per element (session 24 measured narrowing them). These
+// cases put each kind at a block's edge.
 INSTANTIATE_TEST_SUITE_P(
     HalfBlockEdges, Sm90SchedulerTest,
     ::testing::Values(
@@ -282,7 +284,38 @@ INSTANTIATE_TEST_SUITE_P(
                       .heads_q = 2,
                       .heads_kv = 2,
                       .head_dim = 128,
-                      .causal = true}),
+                      .causal = true},
+        // The same at hd64: rows up to 447 see no key, so the third tile's first warpgroup skips
+        // every step its second and third run.
+        AttentionCase{.batch = 1,
+                      .seqlen_q = 700,
+                      .seqlen_k = 252,
+                      .heads_q = 3,
+                      .heads_kv = 1,
+                      .head_dim = 64,
+                      .causal = true},
+        // gpt-oss's sliding window (128 keys) over 192-row tiles, GQA 8:1: a tile's last
+        // warpgroups see none of its first block (steps skipped at the end of the walk).
+        AttentionCase{.dtype = DType::kBFloat16,
+                      .batch = 2,
+                      .seqlen_q = 1000,
+                      .seqlen_k = 1000,
+                      .heads_q = 8,
+                      .heads_kv = 1,
+                      .head_dim = 64,
+                      .causal = true,
+                      .window_left = 127},
+        // 80-key blocks at hd256 under a causal window (steps skipped at both ends), and a last
+        // tile whose second warpgroup's rows (576-639) are all past the sequence's 540.
+        AttentionCase{.dtype = DType::kBFloat16,
+                      .batch = 2,
+                      .seqlen_q = 540,
+                      .seqlen_k = 540,
+                      .heads_q = 4,
+                      .heads_kv = 2,
+                      .head_dim = 256,
+                      .causal = true,
+                      .window_left = 200}),
     [](const auto& info) { return info.param.name(); });
 
 // On an H100 (132 SMs), auto runs sm90 everywhere it was measured faster: its persistent kernel on
