@@ -307,7 +307,7 @@ struct MainloopMma {
 
   // Where a causal diagonal or a window's edge hides steps from a warpgroup: tiles of other than
   // kBlockN rows. With 128 x 128 tiles (D 96, 128) only rows past a sequence's end or a window's
-  // offset would, and there the code that skips them cost the main loop 1-2% (hd128 S 1k-4k
+  // offset would, and there the code that skips them cost the main loop 1-3% (hd128 S 1k-4k
   // causal; docs/perf.md, session 35). Cluster kernels run unmasked problems only, where nothing
   // but rows past the end hides, and at D 256 the code made ptxas spill two values there.
   static constexpr bool kTileHidesSteps = Traits::kBlockM != kBlockN && Traits::kClusterCtas == 1;
