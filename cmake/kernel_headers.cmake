@@ -52,6 +52,7 @@ set(FLASHCORE_KERNEL_HEADERS
   sm90/mainloop_load.hpp
   sm90/mainloop_mma.hpp
   sm90/named_barriers.hpp
+  sm90/o_store.hpp
   sm90/sequence_view.hpp
   sm90/tile_scheduler.hpp
   sm90/tile_table.hpp

@@ -3,8 +3,11 @@
 // Only rows below the sequence's length and dims < head_dim are written.
 //
 // O is staged through the warpgroup's own rows of the tile's Q stage (its last S GEMM has retired;
-// the other warpgroups' rows are disjoint) so that every global store is a whole 16-byte chunk,
-// coalesced along the head dim and valid for any 16-byte-aligned O strides.
+// the other warpgroups' rows are disjoint). From there the producer warpgroup's storer warp stores
+// it with the TMA where FwdArgs::o_by_tma (o_store.hpp; stage_for_tma here); otherwise (split-KV,
+// varlen, strides no descriptor takes, the flex kernel) the warpgroup's own threads copy it out,
+// every global store a whole 16-byte chunk, coalesced along the head dim and valid for any
+// 16-byte-aligned O strides.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -44,6 +47,31 @@ struct Epilogue {
   }
   static_assert(staged_rows_are_linear(), "the O store steps its staged rows by a fixed stride");
 
+  // The TMA store's boxes (a warpgroup's rows, one atom column each) read the staged tile in the
+  // box layout its descriptor was built for, from a base where the swizzle pattern starts over
+  // (the swizzle acts on shared-memory addresses, so the box sees the same pattern the stmatrix
+  // wrote). Checked at every 16-byte chunk of every box.
+  using BoxLayout = decltype(get_nonswizzle_portion(typename Traits::SmemLayoutOBox{}));
+  static constexpr bool boxes_are_staged_rows() {
+    constexpr int kAtomElements = cute::cosize_v<typename Traits::SmemAtomQ>;
+    for (int warpgroup = 0; warpgroup < Traits::kConsumerWarpgroups; ++warpgroup) {
+      for (int box = 0; box < Traits::kOBoxes; ++box) {
+        const int row0 = warpgroup * kRowsPerWarpgroup, col0 = box * Traits::kOBoxColumns;
+        const int base = StagedLayout{}(row0, col0);
+        if (base % kAtomElements != 0) return false;
+        for (int row = 0; row < kRowsPerWarpgroup; ++row) {
+          for (int col = 0; col < Traits::kOBoxColumns; col += kChunkElements) {
+            if (StagedLayout{}(row0 + row, col0 + col) != base + BoxLayout{}(row, col)) {
+              return false;
+            }
+          }
+        }
+      }
+    }
+    return true;
+  }
+  static_assert(boxes_are_staged_rows(), "O's TMA boxes must be the staged tile's rows");
+
   // The consumer thread index (0..255), read anew at each call: the epilogue's shared-memory and
   // chunk addresses depend only on it, and derived from a plain value the compiler hoists all of
   // them out of the persistent tile loop, where they spill (tens of registers the mainloop needs).
@@ -54,29 +82,77 @@ struct Epilogue {
     return static_cast<int>(tid) - kWarpgroupThreads;
   }
 
+  // Each row's 1/sum and LSE from the softmax, with an attention sink's term where kSink: one more
+  // term exp(sink) in each row's denominator, with no value (flashcore/flex/sinks.hpp); sink is the
+  // head's logit in natural-log units. The softmax keeps its max in the scores' raw units, which
+  // exp_factor takes to log2 units.
+  template <bool kSink>
+  __device__ static void finalize(const FwdArgs& a, const OnlineSoftmax<1>& softmax, float sink,
+                                  float (&inv_sum)[1][2], float (&lse)[1][2]) {
+    if constexpr (kSink) {
+      softmax.finalize_with_sink(a.exp_factor, sink * kLog2e / a.exp_factor, inv_sum, lse);
+    } else {
+      softmax.finalize</*kFast=*/false>(a.exp_factor, inv_sum, lse);
+    }
+  }
+
   // Rows below row_end. a.seqlen_q stays LSE's row stride: a varlen sequence passes its own
   // length as row_end and a view whose o and lse start at its first row (sequence_output in
   // sequence_view.hpp).
-  template <typename TensorO, typename TiledMma>
+  template <bool kSink = false, typename TensorO, typename TiledMma>
   __device__ static void store(const FwdArgs& a, const Tile& tile, int row_end, int warpgroup,
-                               const TensorO& tOrO, const OnlineSoftmax<1>& softmax,
+                               const TensorO& tOrO, const OnlineSoftmax<1>& softmax, float sink,
                                const TiledMma& tiled_pv, Element* o_smem) {
     float inv_sum[1][2], lse[1][2];
-    softmax.finalize</*kFast=*/false>(a.exp_factor, inv_sum, lse);
+    finalize<kSink>(a, softmax, sink, inv_sum, lse);
     store_normalized(a, tile, row_end, warpgroup, tOrO, inv_sum, lse, tiled_pv, o_smem);
   }
 
-  // store() with an attention sink: one more term exp(sink) in each row's denominator, with no
-  // value (flashcore/flex/sinks.hpp); sink is the head's logit in natural-log units. The softmax
-  // keeps its max in the scores' raw units, which exp_factor takes to log2 units.
-  template <typename TensorO, typename TiledMma>
-  __device__ static void store_with_sink(const FwdArgs& a, const Tile& tile, int row_end,
-                                         int warpgroup, const TensorO& tOrO,
-                                         const OnlineSoftmax<1>& softmax, float sink,
-                                         const TiledMma& tiled_pv, Element* o_smem) {
+  // store() for an unsplit, unpacked problem (FwdArgs::o_by_tma) up to the staging: O normalized
+  // and staged, and LSE; the storer warp stores the staged rows with the TMA (o_store.hpp).
+  template <bool kSink = false, typename TensorO, typename TiledMma>
+  __device__ static void stage_for_tma(const FwdArgs& a, const Tile& tile, const TensorO& tOrO,
+                                       const OnlineSoftmax<1>& softmax, float sink,
+                                       const TiledMma& tiled_pv, Element* o_smem) {
     float inv_sum[1][2], lse[1][2];
-    softmax.finalize_with_sink(a.exp_factor, sink * kLog2e / a.exp_factor, inv_sum, lse);
-    store_normalized(a, tile, row_end, warpgroup, tOrO, inv_sum, lse, tiled_pv, o_smem);
+    finalize<kSink>(a, softmax, sink, inv_sum, lse);
+    stage(a, tile, a.seqlen_q, tOrO, inv_sum, lse, tiled_pv, o_smem, thread_index_here());
+  }
+
+  // O normalized and converted into the warpgroup's rows of the staged tile (o_smem, a Q stage in
+  // Q's layout) with stmatrix (8x8 blocks, four per instruction: few shared addresses per thread,
+  // which the compiler would otherwise compute once per element and keep live across tiles), and
+  // LSE for rows below row_end.
+  template <typename TensorO, typename TiledMma>
+  __device__ static void stage(const FwdArgs& a, const Tile& tile, int row_end, const TensorO& tOrO,
+                               const float (&inv_sum)[1][2], const float (&lse)[1][2],
+                               const TiledMma& tiled_pv, Element* o_smem, int thread) {
+    const AccumulatorCoords coords = AccumulatorCoords::of(thread);
+    const int tile_row0 = tile.m_block * Traits::kBlockM;
+    const int64_t row_index0 =
+        (static_cast<int64_t>(tile.batch) * a.heads + tile.head) * a.seqlen_q;
+    auto half_of = [](int i) { return (i / 2) % 2; };  // the row half of register i
+    Tensor sO = make_tensor(make_smem_ptr(o_smem), typename Traits::SmemLayoutQTile{});
+    Tensor tOrOut = make_tensor_like<Element>(tOrO);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(tOrO); ++i) {
+      tOrOut(i) = static_cast<Element>(tOrO(i) * inv_sum[0][half_of(i)]);
+    }
+    auto stage_copy = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, tiled_pv);
+    auto stage_thr = stage_copy.get_thread_slice(thread);
+    copy(stage_copy, stage_thr.retile_S(tOrOut), stage_thr.partition_D(sO));
+    if (a.lse != nullptr) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        const int row = tile_row0 + coords.row(2 * half);
+        if (thread % 4 == 0 && row < row_end) a.lse[row_index0 + row] = lse[0][half];
+      }
+    }
+  }
+
+  // Where a warpgroup's box of atom column `box` starts in the staged tile.
+  __device__ static int box_offset(int warpgroup, int box) {
+    return StagedLayout{}(warpgroup * kRowsPerWarpgroup, box * Traits::kOBoxColumns);
   }
 
   // store() with the rows' 1/sum and LSE given (the flex kernel finalizes with a sink).
@@ -114,24 +190,7 @@ struct Epilogue {
       return;
     }
 
-    // Stage O with stmatrix (8x8 blocks, four per instruction): few shared addresses per thread,
-    // which the compiler would otherwise compute once per element and keep live across tiles.
-    Tensor sO = make_tensor(make_smem_ptr(o_smem), typename Traits::SmemLayoutQTile{});
-    Tensor tOrOut = make_tensor_like<Element>(tOrO);
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(tOrO); ++i) {
-      tOrOut(i) = static_cast<Element>(tOrO(i) * inv_sum[0][half_of(i)]);
-    }
-    auto stage_copy = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, tiled_pv);
-    auto stage_thr = stage_copy.get_thread_slice(thread);
-    copy(stage_copy, stage_thr.retile_S(tOrOut), stage_thr.partition_D(sO));
-    if (a.lse != nullptr) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int half = 0; half < 2; ++half) {
-        const int row = tile_row0 + coords.row(2 * half);
-        if (lse_lane && row < row_end) a.lse[row_index0 + row] = lse[0][half];
-      }
-    }
+    stage(a, tile, row_end, tOrO, inv_sum, lse, tiled_pv, o_smem, thread);
     cutlass::arch::NamedBarrier::sync(kWarpgroupThreads,
                                       barrier_id(NamedBarrierId::kEpilogue0, warpgroup));
 
@@ -146,6 +205,7 @@ struct Epilogue {
     const int col = (lane_in_wg % kChunksPerRow) * kChunkElements;
     if (chunk_row >= kRowsPerPass || col >= a.head_dim) return;       // lanes past a whole pass
     const int first_row = warpgroup * kRowsPerWarpgroup + chunk_row;  // in the tile
+    Tensor sO = make_tensor(make_smem_ptr(o_smem), typename Traits::SmemLayoutQTile{});
     const auto staged = sO.data() + sO.layout()(first_row, col);  // applies the swizzle on access
     Element* out = static_cast<Element*>(a.o) + tile.batch * a.o_batch + tile.head * a.o_head +
                    (tile_row0 + first_row) * a.o_seq + col;

@@ -1,6 +1,7 @@
 // The sm90 forward kernel (FlashAttention-3 class): a persistent, warp-specialized CTA of one
-// producer warpgroup (TMA loads, mainloop_load.hpp) and two or three consumer warpgroups (wgmma and
-// the online softmax, mainloop_mma.hpp; epilogue.hpp), composed here. Q, K and V flow through TMA
+// producer warpgroup (a warp of TMA loads, mainloop_load.hpp, and one of TMA stores of O,
+// o_store.hpp) and two or three consumer warpgroups (wgmma and the online softmax,
+// mainloop_mma.hpp; epilogue.hpp), composed here. Q, K and V flow through TMA
 // rings (CUTLASS's PipelineTmaAsync: mbarriers with transaction counts): two stages each of K and
 // V, one or two of Q (KernelTraits::kQStages). Varlen batches run here too, each tile bound to its
 // sequence (sequence_view.hpp).
@@ -16,6 +17,7 @@
 #include "sm90/mainloop_load.hpp"
 #include "sm90/mainloop_mma.hpp"
 #include "sm90/named_barriers.hpp"
+#include "sm90/o_store.hpp"
 #include "sm90/sequence_view.hpp"
 #include "sm90/tile_scheduler.hpp"
 #include "sm90/wgmma.hpp"
@@ -67,11 +69,18 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   using ClusterShape = typename Traits::ClusterShape;
   Pipeline pipeline_k(smem.pipeline_k, kv_params, ClusterShape{});
   Pipeline pipeline_v(smem.pipeline_v, kv_params, ClusterShape{});
-  PipelineQ pipeline_q(
-      smem.pipeline_q,
-      tma_pipeline_params<PipelineQ>(is_producer, Traits::kConsumerThreads, Traits::kQBytes),
-      Shape<_1, _1, _1>{});
-  if (threadIdx.x == 0) TileRing::init(smem.tiles, Traits::kConsumerThreads);
+  // O by TMA (o_store.hpp; never for a varlen batch's listed kernel): the storer warp takes every
+  // tile from the ring beside the consumers and is the Q ring's only releasing thread.
+  const bool o_by_tma = Traits::kStoresOByTma && !Variant::kListed && a.o_by_tma;
+  constexpr int kStorerThreads = 32;
+  PipelineQ pipeline_q(smem.pipeline_q,
+                       tma_pipeline_params<PipelineQ>(
+                           is_producer, o_by_tma ? 1 : Traits::kConsumerThreads, Traits::kQBytes),
+                       Shape<_1, _1, _1>{});
+  if (threadIdx.x == 0) {
+    TileRing::init(smem.tiles, Traits::kConsumerThreads + (o_by_tma ? kStorerThreads : 0));
+    if (o_by_tma) OStore<Traits>::init(smem);
+  }
   cutlass::arch::fence_barrier_init();
   // The other CTAs of a cluster arrive on this CTA's barriers and multicast into its shared
   // memory: all of them must be initialized first.
@@ -84,9 +93,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
-    if (warp_in_warpgroup == 0) {
+    const ProducerWarp warp_role = producer_warp(warp_in_warpgroup);
+    if (warp_role == ProducerWarp::kLoad) {
       MainloopLoad<Traits>::template run<Variant::kListed>(params, smem, pipeline_q, pipeline_k,
                                                            pipeline_v);
+    } else if (warp_role == ProducerWarp::kStoreO && o_by_tma) {
+      OStore<Traits>::run(params, smem);
     }
     return;
   }
@@ -110,6 +122,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   typename Pipeline::PipelineState read_k, read_v;
   typename PipelineQ::PipelineState read_q;
+  int stores = 0;  // tiles this warpgroup staged for the storer warp
   for (int tiles_taken = 0;; ++tiles_taken) {
     Tile tile;  // decoded by the producer
     const int tile_index = TileRing::take(smem.tiles, tiles_taken, nullptr, &tile);
@@ -133,19 +146,21 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     mma.run(a, seq.mask, tile, range, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, softmax,
             pipeline_k, pipeline_v, read_k, read_v, thread);
     Element* o_stage = smem.q.data() + read_q.index() * Traits::kQTileElements;
-    if constexpr (Variant::kSinks) {
-      Epilogue<Traits>::store_with_sink(sequence_output<Element>(a, seq.q_start), tile, row_end,
-                                        mma.warpgroup, tOrO, softmax, sink, mma.mma_pv, o_stage);
+    if (o_by_tma) {
+      Epilogue<Traits>::template stage_for_tma<Variant::kSinks>(a, tile, tOrO, softmax, sink,
+                                                                mma.mma_pv, o_stage);
+      OStore<Traits>::staged(smem, mma.warpgroup, stores++);
     } else {
-      Epilogue<Traits>::store(sequence_output<Element>(a, seq.q_start), tile, row_end,
-                              mma.warpgroup, tOrO, softmax, mma.mma_pv, o_stage);
+      Epilogue<Traits>::template store<Variant::kSinks>(sequence_output<Element>(a, seq.q_start),
+                                                        tile, row_end, mma.warpgroup, tOrO, softmax,
+                                                        sink, mma.mma_pv, o_stage);
+      // This thread's reads of O (generic proxy) happen before the next Q lands in the stage
+      // (async proxy); every consumer thread arrives on the stage's empty barrier. Q's ring is this
+      // CTA's own, so the arrival is local (consumer_release of a ring built for a one-CTA cluster
+      // would address CTA 0 of a larger one).
+      cutlass::arch::fence_view_async_shared();
+      smem.pipeline_q.empty_barrier_[read_q.index()].arrive();
     }
-    // This thread's reads of O (generic proxy) happen before the next Q lands in the stage (async
-    // proxy); every consumer thread arrives on the stage's empty barrier. Q's ring is this CTA's
-    // own, so the arrival is local (consumer_release of a ring built for a one-CTA cluster would
-    // address CTA 0 of a larger one).
-    cutlass::arch::fence_view_async_shared();
-    smem.pipeline_q.empty_barrier_[read_q.index()].arrive();
     ++read_q;
   }
 #endif

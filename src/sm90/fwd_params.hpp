@@ -1,5 +1,5 @@
 // What the sm90 kernel receives: the problem as it indexes it (after GQA packing for decode),
-// the output pointers and strides, the persistent schedule and the three TMA descriptors. Passed
+// the output pointers and strides, the persistent schedule and the TMA descriptors. Passed
 // as one __grid_constant__ struct: the TMA descriptors must live in parameter space. A varlen batch
 // (cu_seqlens_q set) is batch sequences packed into one TMA batch: seqlen_q and seqlen_k are then
 // the packed totals, and each tile binds its own sequence (sequence_view.hpp).
@@ -38,6 +38,9 @@ struct FwdArgs {
 
   void* o;
   int64_t o_batch, o_seq, o_head;
+  // The consumers stage O in shared memory and store it with FwdParams::tma_o (unsplit, unpacked
+  // problems whose O strides a TMA descriptor takes); otherwise each thread copies chunks out.
+  bool o_by_tma;
   float* lse;  // [batch, heads, seqlen_q] natural log (varlen: [heads, total_q]), or null
   // Attention sinks' logits, fp32 [heads] (natural log), read by Variant::kSinks only: the plan
   // sets them for unsplit, unpacked, unclustered problems (sm90_fwd.cu); null otherwise.
@@ -64,6 +67,7 @@ struct FwdParams {
   typename Traits::TmaQ tma_q;
   typename Traits::TmaK tma_k;
   typename Traits::TmaV tma_v;
+  typename Traits::TmaO tma_o;  // built only where args.o_by_tma
 };
 
 }  // namespace flashcore::sm90

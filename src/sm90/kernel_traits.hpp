@@ -153,6 +153,26 @@ struct KernelTraits {
   using TmaV = decltype(make_tma_copy(TmaLoadKV{}, GmemTensor{}, take<0, 2>(SmemLayoutV{}),
                                       select<1, 2>(TileShape{}), Int<kClusterCtas>{}));
 
+  // O's TMA store (o_store.hpp): each consumer warpgroup's 64 rows of the staged tile are stored
+  // in boxes one swizzle atom wide. The staged tile has Q's layout, whose atoms run
+  // down the rows first, so a warpgroup's rows of one atom column are contiguous and in the same
+  // layout as a box of its own, while its atom columns lie kBlockM rows apart.
+  using SmemAtomQ =
+      decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element,
+                                                                   Int<kBlockM>, Int<kHeadDim>>());
+  // Not at D = 256: no gain there (its tiles are long, O's store a small share of them; H200,
+  // docs/perf.md, session 36), and the consumers' 128 accumulator registers of O left the code no
+  // room (spills, inside the main loop in the cluster kernel).
+  static constexpr bool kStoresOByTma = kHeadDim < 256;
+  static constexpr int kOBoxColumns = cute::size<1>(SmemAtomQ{});
+  static constexpr int kOBoxes = kHeadDim / kOBoxColumns;
+  using OBoxShape = Shape<Int<kRowsPerWarpgroup>, Int<kOBoxColumns>>;
+  using SmemLayoutOBox = decltype(tile_to_shape(SmemAtomQ{}, OBoxShape{}));
+  using GmemTensorOut =
+      decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), GmemLayout{}));
+  using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensorOut{}, SmemLayoutOBox{},
+                                      OBoxShape{}, _1{}));
+
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
 
@@ -182,6 +202,13 @@ struct KernelTraits {
     typename Pipeline::SharedStorage pipeline_k;
     typename Pipeline::SharedStorage pipeline_v;
     TileRing::SharedStorage tiles;
+    // O by TMA (o_store.hpp): consumer warpgroup w arrives on o_staged[w][n % 2] once its rows of
+    // its n-th stored tile are staged. Two a warpgroup, used by turns: with one, a warpgroup could
+    // complete its next phase (its next tile, whose Q stage is the other one and may already be
+    // loaded) before the storer has waited for this one, and the storer's parity wait would never
+    // return. Two cannot be lapped: a warpgroup's tile after next needs the Q stage this tile's
+    // store releases, which the storer does after its wait.
+    cutlass::arch::ClusterBarrier o_staged[kConsumerWarpgroups][2];
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
   static_assert(kSmemBytes <= kSmemLimitBytes, "the tile table's shapes must fit one CTA");

@@ -1,4 +1,4 @@
-// One instantiation's launcher: builds the three TMA descriptors for this call's tensors (on the
+// One instantiation's launcher: builds the TMA descriptors for this call's tensors (on the
 // host, through the driver entry point the runtime exposes), raises the kernel's shared-memory
 // limit once, and launches the persistent grid. Included by sm90_fwd_hd<D>.cu only.
 #pragma once
@@ -52,7 +52,7 @@ cudaError_t launch_kernel(const FwdParams<Traits>& params, int num_ctas, cudaStr
   return detail::launch_kernel(kernel, shape, stream, params);
 }
 
-// The kernel's parameters for this call: its problem view and the three TMA descriptors. Also
+// The kernel's parameters for this call: its problem view and the TMA descriptors. Also
 // used by the tuner's generated translation units (tools/bench/tune_source.cpp).
 template <typename Traits>
 FwdParams<Traits> make_fwd_params(const LaunchArgs& in) {
@@ -70,6 +70,15 @@ FwdParams<Traits> make_fwd_params(const LaunchArgs& in) {
   params.tma_v = make_tma_copy(typename Traits::TmaLoadKV{}, make_gmem_tensor<Traits>(in.v, d, b),
                                take<0, 2>(typename Traits::SmemLayoutV{}),
                                select<1, 2>(TileShape{}), Cluster{});
+  params.args.o_by_tma = in.args.o_by_tma && Traits::kStoresOByTma;
+  if (params.args.o_by_tma) {
+    const FwdArgs& a = in.args;
+    Tensor o = make_tensor(make_gmem_ptr(static_cast<typename Traits::Element*>(a.o)),
+                           make_layout(make_shape(a.seqlen_q, d, a.heads, a.batch),
+                                       make_stride(a.o_seq, _1{}, a.o_head, a.o_batch)));
+    params.tma_o = make_tma_copy(SM90_TMA_STORE{}, o, typename Traits::SmemLayoutOBox{},
+                                 typename Traits::OBoxShape{}, _1{});
+  }
   return params;
 }
 

@@ -34,6 +34,7 @@ struct MainloopLoad {
       cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
       cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
       cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
+      if (a.o_by_tma) cute::prefetch_tma_descriptor(params.tma_o.get_tma_descriptor());
     }
     const int heads_kv = a.heads / a.kv_group;
     const int cluster_rank =

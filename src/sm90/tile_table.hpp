@@ -15,6 +15,14 @@ inline constexpr int kMaxConsumerWarpgroups = 3;
 constexpr WarpgroupRole warpgroup_role(int warpgroup) {
   return warpgroup == 0 ? WarpgroupRole::kProducer : WarpgroupRole::kConsumer;
 }
+// The forward's producer warpgroup: one warp issues the loads; one stores O with the TMA where the
+// problem allows (sm90/o_store.hpp); the others exit.
+enum class ProducerWarp { kLoad = 0, kStoreO = 1, kIdle = 2 };
+constexpr ProducerWarp producer_warp(int warp_in_warpgroup) {
+  return warp_in_warpgroup == 0   ? ProducerWarp::kLoad
+         : warp_in_warpgroup == 1 ? ProducerWarp::kStoreO
+                                  : ProducerWarp::kIdle;
+}
 
 // The tile table (a reviewed row of the tuned table replaces an instantiation's row at compile
 // time: tuned_tiles.hpp). Consumer warpgroups set the query tile (64 rows each):

@@ -23,6 +23,21 @@ inline bool strides_fit_tma(const Strides& s, int64_t seqlen, int64_t heads, int
          stride_fits_tma(s.batch, batch);
 }
 
+// Whether the forward's TMA store of O can describe O (seqlen_q x head_dim x heads x batch as the
+// kernel indexes it): every stride a positive multiple of 16 bytes below 2^40 bytes, extents of
+// one included (the descriptor takes each stride as it is). Otherwise the kernel copies O out
+// thread by thread, which any 16-byte-aligned strides allow.
+inline bool o_fits_tma_store(int64_t seq_stride, int64_t head_stride, int64_t batch_stride) {
+  constexpr int64_t kAlignElements = 16 / kTmaElementBytes;
+  for (const int64_t stride : {seq_stride, head_stride, batch_stride}) {
+    if (stride <= 0 || stride % kAlignElements != 0 ||
+        stride * kTmaElementBytes >= kMaxTmaStrideBytes) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // The forwards' check of Q, K and V: the reason, or nullptr when every stride fits.
 inline const char* qkv_tma_rejects(const AttentionParams& a, bool packed) {
   const int64_t batch = packed ? 1 : a.batch;

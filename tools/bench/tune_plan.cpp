@@ -6,6 +6,7 @@
 #include "common/problem.hpp"
 #include "sm90/head_group.hpp"
 #include "sm90/kernel_view.hpp"
+#include "sm90/tma_strides.hpp"
 
 namespace flashcore::bench {
 
@@ -17,6 +18,7 @@ sm90::LaunchArgs plan_candidate(const AttentionParams& a, const TuneConfig& conf
 
   p.num_m_blocks = (p.seqlen_q + config.block_m() - 1) / config.block_m();
   p.num_splits = 1;
+  p.o_by_tma = sm90::o_fits_tma_store(p.o_seq, p.o_head, p.o_batch);
   const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
   const bool masked = p.mask.left >= 0 || p.mask.right >= 0;
   in.dynamic = masked;
