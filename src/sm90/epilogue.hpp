@@ -4,8 +4,8 @@
 //
 // O is staged through the warpgroup's own rows of the tile's Q stage (its last S GEMM has retired;
 // the other warpgroups' rows are disjoint). From there the producer warpgroup's storer warp stores
-// it with the TMA where FwdArgs::o_by_tma (o_store.hpp; stage_for_tma here); otherwise (split-KV,
-// varlen, strides no descriptor takes, the flex kernel) the warpgroup's own threads copy it out,
+// it with the TMA where FwdArgs::o_by_tma (o_store.hpp; stage_for_tma and stage here); otherwise
+// (split-KV, varlen, strides no descriptor takes, hd256) the warpgroup's own threads copy it out,
 // every global store a whole 16-byte chunk, coalesced along the head dim and valid for any
 // 16-byte-aligned O strides.
 #pragma once

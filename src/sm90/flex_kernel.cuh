@@ -1,7 +1,7 @@
 // The sm90 flex kernel: the persistent, warp-specialized kernel of fwd_kernel.cuh (the same TMA
-// rings, tile scheduler, consumer mainloop and epilogue) over the key tiles of a block walk
-// (common/block_walk.hpp), with the mods applied on the way into the online softmax and the sink
-// added when it finishes:
+// rings, tile scheduler, consumer mainloop, epilogue and O store) over the key tiles of a block
+// walk (common/block_walk.hpp), with the mods applied on the way into the online softmax and the
+// sink added when it finishes:
 //  - the producer walks (flex_load.hpp) and leaves a step record with each K stage;
 //  - the consumers run MainloopMma::run_steps with FlexSteps (flex_steps.hpp): full tiles run no
 //    mask code, partial tiles call mask_mod per element (the built-in mask: per-row key ranges and
@@ -30,6 +30,7 @@
 #include "sm90/fwd_kernel.cuh"
 #include "sm90/launch.cuh"
 #include "sm90/launch_args.hpp"
+#include "sm90/o_store.hpp"
 #include "sm90/sequence_view.hpp"
 
 namespace flashcore::sm90 {
@@ -86,19 +87,35 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       tma_pipeline_params<Pipeline>(is_producer, Traits::kConsumerThreads, Traits::kKVBytes);
   Pipeline pipeline_k(smem.base.pipeline_k, kv_params, Shape<_1, _1, _1>{});
   Pipeline pipeline_v(smem.base.pipeline_v, kv_params, Shape<_1, _1, _1>{});
-  PipelineQ pipeline_q(
-      smem.base.pipeline_q,
-      tma_pipeline_params<PipelineQ>(is_producer, Traits::kConsumerThreads, Traits::kQBytes),
-      Shape<_1, _1, _1>{});
-  if (threadIdx.x == 0) TileRing::init(smem.base.tiles, Traits::kConsumerThreads);
+  // O by TMA (o_store.hpp, as the dense kernel; not for varlen batches): the storer warp takes
+  // every tile from the ring beside the consumers and is the Q ring's only releasing thread.
+  const bool o_by_tma = a.o_by_tma;
+  constexpr int kStorerThreads = 32;
+  PipelineQ pipeline_q(smem.base.pipeline_q,
+                       tma_pipeline_params<PipelineQ>(
+                           is_producer, o_by_tma ? 1 : Traits::kConsumerThreads, Traits::kQBytes),
+                       Shape<_1, _1, _1>{});
+  if (threadIdx.x == 0) {
+    TileRing::init(smem.base.tiles, Traits::kConsumerThreads + (o_by_tma ? kStorerThreads : 0));
+    if (o_by_tma) OStore<Traits>::init(smem.base);
+  }
   cutlass::arch::fence_barrier_init();
   __syncthreads();
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
-    if (warp_in_warpgroup == 0) {
+    const ProducerWarp warp_role = producer_warp(warp_in_warpgroup);
+    if (warp_role == ProducerWarp::kLoad) {
       FlexLoad<Traits, Mask, ScoreMod, Storage, kPaired>::run(fp, smem, pipeline_q, pipeline_k,
                                                               pipeline_v);
+    } else if (warp_role == ProducerWarp::kStoreO && o_by_tma) {
+      using Store = typename OStore<Traits>::TileStore;
+      // The consumers' own cases below, from the producer's step count.
+      OStore<Traits>::run(fp.fwd, smem.base, [](const Tile&, int num_steps) {
+        return num_steps == kNoRows ? Store::kNone
+               : num_steps == 0     ? Store::kReleaseQOnly
+                                    : Store::kStore;
+      });
     }
     return;
   }
@@ -123,6 +140,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   typename Pipeline::PipelineState read_k, read_v;
   typename PipelineQ::PipelineState read_q;
+  int stores = 0;  // tiles this warpgroup staged for the storer warp
   for (int tiles_taken = 0;; ++tiles_taken) {
     int num_steps = 0;  // the producer's count of the tile's walk (kNoRows: nothing to do)
     Tile tile;          // decoded by the producer
@@ -143,9 +161,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                                          sinks ? fp.flex.sinks.logit(h) : -INFINITY, mma.warpgroup,
                                          thread);
       // The producer loaded Q before it knew the walk was empty (flex_load.hpp): wait for the
-      // load to land, so the stage's barrier phases stay paired, and free the stage unread.
-      pipeline_q.consumer_wait(read_q);
-      smem.base.pipeline_q.empty_barrier_[read_q.index()].arrive();
+      // load to land, so the stage's barrier phases stay paired, and free the stage unread (the
+      // storer warp does both where it stores O).
+      if (!o_by_tma) {
+        pipeline_q.consumer_wait(read_q);
+        smem.base.pipeline_q.empty_barrier_[read_q.index()].arrive();
+      }
       ++read_q;
       continue;
     }
@@ -180,11 +201,18 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     } else {
       softmax.finalize</*kFast=*/false>(factor, inv_sum, lse);
     }
-    Epilogue<Traits>::store_normalized(
-        out, tile, seq.seqlen_q, mma.warpgroup, tOrO, inv_sum, lse, mma.mma_pv,
-        smem.base.q.data() + read_q.index() * Traits::kQTileElements);
-    cutlass::arch::fence_view_async_shared();
-    smem.base.pipeline_q.empty_barrier_[read_q.index()].arrive();
+    typename Traits::Element* o_stage =
+        smem.base.q.data() + read_q.index() * Traits::kQTileElements;
+    if (o_by_tma) {
+      Epilogue<Traits>::stage(out, tile, seq.seqlen_q, tOrO, inv_sum, lse, mma.mma_pv, o_stage,
+                              Epilogue<Traits>::thread_index_here());
+      OStore<Traits>::staged(smem.base, mma.warpgroup, stores++);
+    } else {
+      Epilogue<Traits>::store_normalized(out, tile, seq.seqlen_q, mma.warpgroup, tOrO, inv_sum, lse,
+                                         mma.mma_pv, o_stage);
+      cutlass::arch::fence_view_async_shared();
+      smem.base.pipeline_q.empty_barrier_[read_q.index()].arrive();
+    }
     ++read_q;
   }
 #endif
@@ -210,7 +238,9 @@ cudaError_t launch_flex_kernel(const LaunchArgs& in, const FlexArgs<Mask, ScoreM
   LaunchArgs tma = in;
   if (flex.cu_seqlens_q != nullptr) tma.args.batch = 1;
   FlexParams<Traits, Mask, ScoreMod> fp{make_fwd_params<Traits>(tma), flex, {}, {}};
+  const bool o_by_tma = fp.fwd.args.o_by_tma;  // as make_fwd_params built the descriptors
   fp.fwd.args = in.args;
+  fp.fwd.args.o_by_tma = o_by_tma;
   if constexpr (kPaired) {
     // Steps of two 64-key blocks (flex_load.hpp): K and V a block at a time.
     using Half = FlexHalfTma<Traits>;

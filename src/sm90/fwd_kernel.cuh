@@ -98,7 +98,16 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       MainloopLoad<Traits>::template run<Variant::kListed>(params, smem, pipeline_q, pipeline_k,
                                                            pipeline_v);
     } else if (warp_role == ProducerWarp::kStoreO && o_by_tma) {
-      OStore<Traits>::run(params, smem);
+      using Store = typename OStore<Traits>::TileStore;
+      // The consumers' own tests below: no rows, or no key, means no Q and nothing staged.
+      OStore<Traits>::run(params, smem, [&](const Tile& tile, int) {
+        const SequenceView seq = sequence_view(a, tile.batch);
+        if (past_sequence<Traits::kBlockM>(a, seq, tile.m_block)) return Store::kNone;
+        if (key_blocks<Traits::kBlockM, Traits::kBlockN>(a, seq.mask, tile).empty()) {
+          return Store::kNone;
+        }
+        return Store::kStore;
+      });
     }
     return;
   }
