@@ -17,7 +17,6 @@
 #include "sm90/epilogue.hpp"
 #include "sm90/fwd_params.hpp"
 #include "sm90/kernel_traits.hpp"
-#include "sm90/sequence_view.hpp"
 #include "sm90/tile_scheduler.hpp"
 
 namespace flashcore::sm90 {
@@ -54,9 +53,9 @@ struct OStore {
 
   // The storer warp (all 32 lanes): takes every tile from the tile ring as the consumers do and
   // classifies it as they do (classify(tile, payload) -> TileStore, payload: the producer's word
-  // for the tile). For each stored tile it stores the warpgroups' rows in the order they finish,
-  // then releases the Q stage: the Q ring's only consumer arrival in this mode, the stage being
-  // free once the TMA has read it.
+  // for the tile). For each stored tile it stores each warpgroup's rows once they are staged, in
+  // warpgroup order (the order pingpong finishes them in), then releases the Q stage: the Q ring's
+  // only consumer arrival in this mode, the stage being free once the TMA has read it.
   template <typename Classify>
   __device__ static void run(const FwdParams<Traits>& params, SharedStorage& smem,
                              const Classify& classify) {
