@@ -24,9 +24,9 @@ namespace flashcore::sm90 {
 template <typename Traits>
 struct OStore {
   using Element = typename Traits::Element;
-  static constexpr int kWarpgroups = Traits::kConsumerWarpgroups;
-
   using SharedStorage = typename Traits::SharedStorage;
+  static constexpr int kWarpgroups = Traits::kConsumerWarpgroups;
+  static constexpr int kStorerThreads = 32;  // one warp, which takes every tile from the tile ring
 
   // One thread, before the CTA-wide sync that publishes barrier initialization
   // (KernelTraits::SharedStorage::o_staged says why two barriers a warpgroup).
