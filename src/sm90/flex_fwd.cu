@@ -85,8 +85,7 @@ LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device) 
   if (varlen) sm90::use_packed_batch_strides(a, &in);
   p.num_m_blocks = flex_num_m_blocks(a);
   p.num_splits = 1;
-  // O stored by the TMA (sm90/o_store.hpp) as in the dense plan, but for packed (varlen) rows.
-  p.o_by_tma = !varlen && sm90::o_fits_tma_store(p.o_seq, p.o_head, p.o_batch);
+  p.o_by_tma = sm90::stores_o_by_tma(p, varlen);
   const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
   const int64_t tiles = pairs * p.num_m_blocks;
   p.num_tiles = static_cast<int>(tiles);

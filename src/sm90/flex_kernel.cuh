@@ -90,13 +90,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // O by TMA (o_store.hpp, as the dense kernel; not for varlen batches): the storer warp takes
   // every tile from the ring beside the consumers and is the Q ring's only releasing thread.
   const bool o_by_tma = a.o_by_tma;
-  PipelineQ pipeline_q(smem.base.pipeline_q,
-                       tma_pipeline_params<PipelineQ>(
-                           is_producer, o_by_tma ? 1 : Traits::kConsumerThreads, Traits::kQBytes),
-                       Shape<_1, _1, _1>{});
+  PipelineQ pipeline_q(
+      smem.base.pipeline_q,
+      tma_pipeline_params<PipelineQ>(is_producer, OStore<Traits>::q_stage_releasers(o_by_tma),
+                                     Traits::kQBytes),
+      Shape<_1, _1, _1>{});
   if (threadIdx.x == 0) {
-    TileRing::init(smem.base.tiles,
-                   Traits::kConsumerThreads + (o_by_tma ? OStore<Traits>::kStorerThreads : 0));
+    TileRing::init(smem.base.tiles, OStore<Traits>::tile_ring_takers(o_by_tma));
     if (o_by_tma) OStore<Traits>::init(smem.base);
   }
   cutlass::arch::fence_barrier_init();

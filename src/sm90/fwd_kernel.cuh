@@ -72,13 +72,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // O by TMA (o_store.hpp; never for a varlen batch's listed kernel): the storer warp takes every
   // tile from the ring beside the consumers and is the Q ring's only releasing thread.
   const bool o_by_tma = Traits::kStoresOByTma && !Variant::kListed && a.o_by_tma;
-  PipelineQ pipeline_q(smem.pipeline_q,
-                       tma_pipeline_params<PipelineQ>(
-                           is_producer, o_by_tma ? 1 : Traits::kConsumerThreads, Traits::kQBytes),
-                       Shape<_1, _1, _1>{});
+  PipelineQ pipeline_q(
+      smem.pipeline_q,
+      tma_pipeline_params<PipelineQ>(is_producer, OStore<Traits>::q_stage_releasers(o_by_tma),
+                                     Traits::kQBytes),
+      Shape<_1, _1, _1>{});
   if (threadIdx.x == 0) {
-    TileRing::init(smem.tiles,
-                   Traits::kConsumerThreads + (o_by_tma ? OStore<Traits>::kStorerThreads : 0));
+    TileRing::init(smem.tiles, OStore<Traits>::tile_ring_takers(o_by_tma));
     if (o_by_tma) OStore<Traits>::init(smem);
   }
   cutlass::arch::fence_barrier_init();

@@ -28,6 +28,15 @@ struct OStore {
   static constexpr int kWarpgroups = Traits::kConsumerWarpgroups;
   static constexpr int kStorerThreads = 32;  // one warp, which takes every tile from the tile ring
 
+  // The arrivals that free a Q stage: every consumer thread's, or the storer's alone.
+  __host__ __device__ static constexpr int q_stage_releasers(bool o_by_tma) {
+    return o_by_tma ? 1 : Traits::kConsumerThreads;
+  }
+  // The threads that take each tile from the tile ring: the consumers, and the storer warp.
+  __host__ __device__ static constexpr int tile_ring_takers(bool o_by_tma) {
+    return Traits::kConsumerThreads + (o_by_tma ? kStorerThreads : 0);
+  }
+
   // One thread, before the CTA-wide sync that publishes barrier initialization
   // (KernelTraits::SharedStorage::o_staged says why two barriers a warpgroup).
   __device__ static void init(SharedStorage& smem) {

@@ -197,10 +197,7 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
     in.varlen_tile_capacity = static_cast<int>(
         sm90::varlen_tile_capacity(params.batch, params.seqlen_q, p.num_m_blocks, block_m));
   }
-  // O stored by the TMA (sm90/o_store.hpp) where a descriptor over O's rows is the tiles' view: not
-  // split (those write fp32 partials) and not packed (a tile's box could reach into the next
-  // sequence's rows).
-  p.o_by_tma = !varlen && p.num_splits == 1 && sm90::o_fits_tma_store(p.o_seq, p.o_head, p.o_batch);
+  p.o_by_tma = sm90::stores_o_by_tma(p, varlen);
   p.num_tiles = static_cast<int>(tiles);
   const int64_t clusters =
       persistent ? std::min<int64_t>(tiles, device.multiProcessorCount / in.cluster_ctas) : tiles;

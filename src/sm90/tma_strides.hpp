@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "flashcore/attention.hpp"
+#include "sm90/fwd_params.hpp"
 
 namespace flashcore::sm90 {
 
@@ -36,6 +37,13 @@ inline bool o_fits_tma_store(int64_t seq_stride, int64_t head_stride, int64_t ba
     }
   }
   return true;
+}
+
+// The forwards' rule for O's TMA store (sm90/o_store.hpp) over a planned problem: unsplit (a split
+// writes fp32 partials), not packed (a varlen tile's box could reach into the next sequence's
+// rows), and O's strides fit a descriptor. The kernel's traits may still leave it off (hd256).
+inline bool stores_o_by_tma(const FwdArgs& p, bool packed) {
+  return !packed && p.num_splits == 1 && o_fits_tma_store(p.o_seq, p.o_head, p.o_batch);
 }
 
 // The forwards' check of Q, K and V: the reason, or nullptr when every stride fits.

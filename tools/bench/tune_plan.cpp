@@ -18,7 +18,7 @@ sm90::LaunchArgs plan_candidate(const AttentionParams& a, const TuneConfig& conf
 
   p.num_m_blocks = (p.seqlen_q + config.block_m() - 1) / config.block_m();
   p.num_splits = 1;
-  p.o_by_tma = sm90::o_fits_tma_store(p.o_seq, p.o_head, p.o_batch);
+  p.o_by_tma = sm90::stores_o_by_tma(p, /*packed=*/false);
   const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
   const bool masked = p.mask.left >= 0 || p.mask.right >= 0;
   in.dynamic = masked;
