@@ -187,20 +187,19 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
     cutlass::arch::NamedBarrier::sync(kWarpgroupThreads, wg_barrier);
     const bool fold_scale = identity_score_mod(fp.flex.score_mod) && fp.flex.scale > 0.f;
-    Steps steps{&smem.steps[0][0], tile_state, mma.warpgroup,
-                fp.flex.scale,     fold_scale, fold_scale ? fp.flex.scale * kLog2e : 1.f};
+    Steps steps{&smem.steps[0][0],
+                tile_state,
+                mma.warpgroup,
+                fp.flex.scale,
+                fold_scale,
+                fold_scale ? fp.flex.scale * kLog2e : 1.f,
+                Steps::alibi_columns_for(fp.flex.score_mod)};
     pipeline_q.consumer_wait(read_q);
     OnlineSoftmax<1> softmax;
     mma.run_steps(steps, num_steps, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, softmax,
                   pipeline_k, pipeline_v, read_k, read_v);
     float inv_sum[1][2], lse[1][2];
-    const float factor = steps.exp_factor();
-    if (sinks) {
-      // The sink in the scores' units: its log2-domain value over the softmax's factor.
-      softmax.finalize_with_sink(factor, fp.flex.sinks.logit(h) * kLog2e / factor, inv_sum, lse);
-    } else {
-      softmax.finalize</*kFast=*/false>(factor, inv_sum, lse);
-    }
+    steps.finalize(softmax, sinks ? fp.flex.sinks.logit(h) * kLog2e : -INFINITY, inv_sum, lse);
     typename Traits::Element* o_stage =
         smem.base.q.data() + read_q.index() * Traits::kQTileElements;
     if (o_by_tma) {

@@ -80,6 +80,20 @@ struct FlexSteps {
   // an S GEMM retires, where a shared-memory load sat on every step's critical path.
   bool fold_scale;
   float factor;  // exp_factor()
+  // ALiBi alone (alibi_columns_for): scores in units shifted by a constant per row (alibi_score).
+  bool alibi_columns;
+
+  // Whether the score_mod is the built-in ALiBi and nothing else (no bias table, no softcap): the
+  // one built-in whose bias a constant per row turns into a term per column.
+  __device__ static bool alibi_columns_for(const ScoreMod& score_mod) {
+    if constexpr (kBuiltinScoreMod) {
+      return score_mod.alibi.slopes != nullptr && score_mod.bias.table == nullptr &&
+             !(score_mod.softcap.cap > 0.f);
+    } else {
+      (void)score_mod;
+      return false;
+    }
+  }
 
   // This thread's index among the consumers, read anew (Epilogue::thread_index_here says why).
   __device__ static int consumer_thread() { return Epilogue<Traits>::thread_index_here(); }
@@ -216,6 +230,10 @@ struct FlexSteps {
       return half_key0(step, i / kPerHalf) + kv_lane + 8 * ((i / 4) % kHalfTiles) + i % 2;
     };
     if constexpr (kBuiltinScoreMod) {
+      if (alibi_columns) {
+        alibi_score(step, s, thread);
+        return;
+      }
       // The built-in score_mod in passes over every element (common/flex_builtin.hpp), then the
       // visibility select.
       const auto each = [&](auto&& fn) {
@@ -261,6 +279,89 @@ struct FlexSteps {
     }
   }
   __device__ float exp_factor() const { return factor; }
+
+  // ALiBi alone (alibi_columns). Its score is s * scale - slope * |kv - (q + offset)|, and the
+  // softmax of a row does not change when every score of the row moves by the same constant. So
+  // row q's scores are kept as x' = x + slope * log2(e) * (q - row0), and finalize() takes that
+  // off the LSE. A step whose keys all lie at or left of every row's diagonal (kv <= q + offset:
+  // all of a causal walk's steps but the diagonal's) then has
+  //   x' = (s * scale + slope * (kv - row0 - offset)) * log2(e),
+  // one FFMA an element with a term per column that the thread's two rows share. The exact form
+  // costs a distance, its absolute value and an int-to-float conversion an element, and the
+  // conversions share the quarter-rate pipe with the softmax's exp2. The other steps (the
+  // diagonal's, keys right of it) take the exact form plus the shift. The shift is at most
+  // slope * log2(e) * 127 and the column term is large only for keys far left of the diagonal,
+  // whose exp2 is 0 either way, so no precision is lost where the weights are.
+  template <typename ScoreTensor>
+  __device__ __forceinline__ void alibi_score(const Step& step, ScoreTensor& s, int thread) const {
+    constexpr int kPerHalf = kHalfTiles * 4;
+    const float slope = tile.terms.slope * kLog2e;
+    const float scale_log2 = scale * kLog2e;
+    const int offset = tile.terms.offset;
+    const int warp_row0 = tile.row0 + thread / 32 * 16;
+    const int kv_lane = 2 * (thread % 4);
+    int last_key = half_key0(step, 0);
+#pragma unroll
+    for (int half = 1; half < kHalves; ++half) last_key = max(last_key, half_key0(step, half));
+    last_key += kHalfKeys - 1;
+    if (last_key <= warp_row0 + offset) {
+      float column0[kHalves];  // slope * (kv - row0 - offset) at the thread's first key of a half
+#pragma unroll
+      for (int half = 0; half < kHalves; ++half) {
+        column0[half] =
+            slope * static_cast<float>(half_key0(step, half) + kv_lane - (tile.row0 + offset));
+      }
+#pragma unroll
+      for (int i = 0; i < kHalves * kPerHalf; ++i) {
+        const float key_in_half = static_cast<float>(8 * ((i / 4) % kHalfTiles) + i % 2);
+        s(i) = fmaf(s(i), scale_log2, fmaf(slope, key_in_half, column0[i / kPerHalf]));
+      }
+    } else {
+      const int q0 = warp_row0 + thread % 32 / 4;
+#pragma unroll
+      for (int i = 0; i < kHalves * kPerHalf; ++i) {
+        const int q = q0 + 8 * ((i / 2) % 2);
+        const int kv = half_key0(step, i / kPerHalf) + kv_lane + 8 * ((i / 4) % kHalfTiles) + i % 2;
+        const int distance = kv - (q + offset);
+        const int shifted_bias = (q - tile.row0) - (distance < 0 ? -distance : distance);
+        s(i) = fmaf(s(i), scale_log2, slope * static_cast<float>(shifted_bias));
+      }
+    }
+    if (!all_visible(step)) {
+#pragma unroll
+      for (int i = 0; i < kHalves * kPerHalf; ++i) {
+        const bool visible = (step.bits[i / kPerHalf][0] >> bit_of(i)) & 1u;
+        s(i) = visible ? s(i) : -INFINITY;
+      }
+    }
+  }
+
+  // The rows' normalizers and natural-log LSE once the walk is done, with the row's sink (log2
+  // units; -inf: none) in the denominator. Under alibi_columns the scores were shifted per row
+  // (alibi_score): the sink moves with them, and the LSE is shifted back.
+  template <typename Softmax>
+  __device__ __forceinline__ void finalize(const Softmax& softmax, float sink_log2,
+                                           float (&inv_sum)[1][2], float (&lse)[1][2]) const {
+    if (!alibi_columns) {
+      if (sink_log2 == -INFINITY) {
+        softmax.template finalize</*kFast=*/false>(factor, inv_sum, lse);
+      } else {
+        softmax.finalize_with_sink(factor, sink_log2 / factor, inv_sum, lse);
+      }
+      return;
+    }
+    const int thread = consumer_thread();
+    const int row_in_tile = thread / 32 * 16 + thread % 32 / 4;  // the thread's first row
+    float shift[1][2], sinks[1][2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      shift[0][half] = tile.terms.slope * kLog2e * static_cast<float>(row_in_tile + 8 * half);
+      sinks[0][half] = sink_log2 + shift[0][half];  // factor is 1 under a score_mod
+    }
+    softmax.finalize_with_sink(factor, sinks, inv_sum, lse);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) lse[0][half] -= shift[0][half] * kLn2;
+  }
 };
 
 }  // namespace flashcore::sm90

@@ -155,6 +155,19 @@ std::vector<FlexCase> sm90_block_cases() {
     f.window_left = 200, f.window_right = 30, f.doc_span = 40, f.bias_distance = 64;
     f.seqlen_q = f.seqlen_k = 640, f.heads_q = 2;
   }));
+  // ALiBi alone runs in scores shifted by a constant per row (flex_steps.hpp's alibi_score): the
+  // steps left of every row's diagonal by a term per column, the diagonal's and those right of it
+  // exactly, and the LSE shifted back. A long causal walk with Sq != Sk and 8 heads (slopes up to
+  // 0.5) with sinks, whose logits move with the rows; a non-causal batch whose rows see keys on
+  // both sides of the diagonal.
+  cases.push_back(make_flex_case("alibi_causal_long_walk_sinks_gqa", [](FlexCase& f) {
+    f.causal = true, f.alibi = true, f.sinks = true;
+    f.seqlen_q = 1000, f.seqlen_k = 4097, f.heads_q = 8, f.heads_kv = 2;
+  }));
+  cases.push_back(make_flex_case("alibi_both_sides_hd64_fp16", [](FlexCase& f) {
+    f.dtype = DType::kFloat16, f.head_dim = 64, f.alibi = true;
+    f.seqlen_q = 1000, f.seqlen_k = 700, f.heads_q = f.heads_kv = 8;
+  }));
   // Walks of more than one chunk of step records (flex_load.hpp reads them 32 steps at a time, a
   // step per lane): a dense walk, a BlockMask of 128-key blocks and one of 64-key pairs, with
   // score_mods that read kv_idx so that a step loaded from the wrong key tile shows. The other
