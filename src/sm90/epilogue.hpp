@@ -12,6 +12,7 @@
 
 #include <cutlass/arch/barrier.h>
 
+#include <cstring>
 #include <cute/arch/copy_sm90.hpp>
 
 #include "common/online_softmax.hpp"
@@ -33,6 +34,15 @@ struct Epilogue {
   static constexpr int kRowsPerPass = kWarpgroupThreads / kChunksPerRow;
   static constexpr int kPasses = (kRowsPerWarpgroup + kRowsPerPass - 1) / kRowsPerPass;
   static_assert(kRowsPerPass >= 1, "a row of chunks per pass at most");
+  static constexpr int kOutTiles = kHeadDim / 8;  // n tiles of a warp's O accumulator
+
+  // Two fp32 values as two elements of the input dtype in one 32-bit word, low one first.
+  __device__ static uint32_t pack(float low, float high) {
+    const Element pair[2] = {static_cast<Element>(low), static_cast<Element>(high)};
+    uint32_t word;
+    memcpy(&word, pair, sizeof(word));
+    return word;
+  }
 
   // The staged O tile (a Q stage) without its swizzle: the store walks its rows by a constant
   // element stride, which holds because the layout is linear in the row (checked here at every
@@ -162,33 +172,11 @@ struct Epilogue {
                                           const float (&inv_sum)[1][2], const float (&lse)[1][2],
                                           const TiledMma& tiled_pv, Element* o_smem) {
     const int thread = thread_index_here();
-    const AccumulatorCoords coords = AccumulatorCoords::of(thread);
-    const int tile_row0 = tile.m_block * Traits::kBlockM;
-    const int64_t row_index0 =
-        (static_cast<int64_t>(tile.batch) * a.heads + tile.head) * a.seqlen_q;
-    auto half_of = [](int i) { return (i / 2) % 2; };  // the row half of register i
-    const bool lse_lane = thread % 4 == 0;
-
     if (a.num_splits > 1) {
-      const int64_t split_rows =
-          static_cast<int64_t>(tile.split) * a.batch * a.heads * a.seqlen_q + row_index0;
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(tOrO); i += 2) {
-        const int row = tile_row0 + coords.row(i);
-        const int col = coords.col(i);
-        if (row < row_end && col < a.head_dim) {
-          const float scale = inv_sum[0][half_of(i)];
-          *reinterpret_cast<float2*>(a.o_partial + (split_rows + row) * a.head_dim + col) =
-              make_float2(tOrO(i) * scale, tOrO(i + 1) * scale);
-        }
-      }
-      CUTLASS_PRAGMA_UNROLL
-      for (int half = 0; half < 2; ++half) {
-        const int row = tile_row0 + coords.row(2 * half);
-        if (lse_lane && row < row_end) a.lse_partial[split_rows + row] = lse[0][half];
-      }
+      store_partial(a, tile, row_end, tOrO, inv_sum, lse, thread);
       return;
     }
+    const int tile_row0 = tile.m_block * Traits::kBlockM;
 
     stage(a, tile, row_end, tOrO, inv_sum, lse, tiled_pv, o_smem, thread);
     cutlass::arch::NamedBarrier::sync(kWarpgroupThreads,
@@ -223,6 +211,108 @@ struct Epilogue {
                    : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
                    : "r"(address));
       *reinterpret_cast<uint4*>(out + row * a.o_seq) = value;
+    }
+  }
+
+  // store() where nothing is staged (KernelTraits::kReleasesQEarly: the tile's Q stage is freed
+  // before the epilogue): O normalized and converted straight from the accumulators, or fp32
+  // partials where the keys are split.
+  template <bool kSink = false, typename TensorO>
+  __device__ static void store_unstaged(const FwdArgs& a, const Tile& tile, int row_end,
+                                        const TensorO& tOrO, const OnlineSoftmax<1>& softmax,
+                                        float sink) {
+    float inv_sum[1][2], lse[1][2];
+    finalize<kSink>(a, softmax, sink, inv_sum, lse);
+    const int thread = thread_index_here();
+    if (a.num_splits > 1) {
+      store_partial(a, tile, row_end, tOrO, inv_sum, lse, thread);
+      return;
+    }
+    // A thread holds two elements of a row side by side for each n tile, on two rows eight apart,
+    // and a row's four lanes hold the tile's eight columns. A 4 x 4 transpose within the row's
+    // four lanes (two rounds of shuffles) gives lane t all eight columns of tile j + t of each
+    // group of four, which it writes as one 16-byte store: the four lanes write 64 contiguous
+    // bytes. One 4-byte store per pair (compiled to two 2-byte stores) took 16 times the L2 write
+    // requests of the staged copy-out and the tiles 1.7x the time at hd256 S512 (ncu, H200;
+    // docs/perf.md, session 37).
+    static_assert(kOutTiles % 4 == 0, "n tiles in groups of four");
+    const AccumulatorCoords coords = AccumulatorCoords::of(thread);
+    const int tile_row0 = tile.m_block * Traits::kBlockM;
+    const bool odd = thread % 2 != 0, high = thread % 4 >= 2;
+    const int lane_col = 8 * (thread % 4);  // the lane's tile within a group of four
+    uint32_t packed[2][kOutTiles];          // [row half][n tile]: this lane's pair, normalized
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(tOrO); i += 2) {
+      const int half = (i / 2) % 2;
+      packed[half][i / 4] = pack(tOrO(i) * inv_sum[0][half], tOrO(i + 1) * inv_sum[0][half]);
+    }
+    Element* o = static_cast<Element*>(a.o) + tile.batch * a.o_batch + tile.head * a.o_head;
+    CUTLASS_PRAGMA_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      const int row = tile_row0 + coords.row(2 * half);
+      Element* out = o + static_cast<int64_t>(row) * a.o_seq + lane_col;
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kOutTiles; j += 4) {
+        const uint32_t* v = &packed[half][j];  // this lane's pair of tiles j .. j + 3
+        // Round 1 (lanes t, t ^ 2): a low lane (t < 2) keeps its pairs of tiles j, j + 1 and
+        // takes its partner's; a high lane does so for tiles j + 2, j + 3. u0, u1: the two tiles'
+        // pairs of lane t & 1; u2, u3: those of lane (t & 1) + 2.
+        const uint32_t r0 = __shfl_xor_sync(0xffffffffu, high ? v[0] : v[2], 2);
+        const uint32_t r1 = __shfl_xor_sync(0xffffffffu, high ? v[1] : v[3], 2);
+        const uint32_t u0 = high ? r0 : v[0], u1 = high ? r1 : v[1];
+        const uint32_t u2 = high ? v[2] : r0, u3 = high ? v[3] : r1;
+        // Round 2 (lanes t, t ^ 1): the even lane gathers the first of its half's two tiles from
+        // all four lanes, in column order, the odd lane the second.
+        const uint32_t s0 = __shfl_xor_sync(0xffffffffu, odd ? u0 : u1, 1);
+        const uint32_t s1 = __shfl_xor_sync(0xffffffffu, odd ? u2 : u3, 1);
+        const uint4 eight = odd ? make_uint4(s0, u1, s1, u3) : make_uint4(u0, s0, u2, s1);
+        // Every lane shuffles (the rows' bounds differ between lanes): the store alone is guarded.
+        if (row < row_end && 8 * j + lane_col < a.head_dim) {
+          *reinterpret_cast<uint4*>(out + 8 * j) = eight;
+        }
+      }
+    }
+    store_lse(a, tile, row_end, lse, thread, a.lse);
+  }
+
+  // The fp32 partial O and LSE of a split, straight from the accumulators (the combine kernel's
+  // layout).
+  template <typename TensorO>
+  __device__ static void store_partial(const FwdArgs& a, const Tile& tile, int row_end,
+                                       const TensorO& tOrO, const float (&inv_sum)[1][2],
+                                       const float (&lse)[1][2], int thread) {
+    const AccumulatorCoords coords = AccumulatorCoords::of(thread);
+    const int tile_row0 = tile.m_block * Traits::kBlockM;
+    const int64_t row_index0 =
+        (static_cast<int64_t>(tile.batch) * a.heads + tile.head) * a.seqlen_q;
+    const int64_t split_rows =
+        static_cast<int64_t>(tile.split) * a.batch * a.heads * a.seqlen_q + row_index0;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(tOrO); i += 2) {
+      const int row = tile_row0 + coords.row(i);
+      const int col = coords.col(i);
+      if (row < row_end && col < a.head_dim) {
+        const float scale = inv_sum[0][(i / 2) % 2];
+        *reinterpret_cast<float2*>(a.o_partial + (split_rows + row) * a.head_dim + col) =
+            make_float2(tOrO(i) * scale, tOrO(i + 1) * scale);
+      }
+    }
+    store_lse(a, tile, row_end, lse, thread, a.lse_partial + (split_rows - row_index0));
+  }
+
+  // The rows' LSE, from the first lane of each row's quad, into lse (a.lse or a split's partials)
+  // at the tile's rows of (batch, head); nothing where lse is null.
+  __device__ static void store_lse(const FwdArgs& a, const Tile& tile, int row_end,
+                                   const float (&lse)[1][2], int thread, float* lse_out) {
+    if (lse_out == nullptr || thread % 4 != 0) return;
+    const AccumulatorCoords coords = AccumulatorCoords::of(thread);
+    const int tile_row0 = tile.m_block * Traits::kBlockM;
+    const int64_t row_index0 =
+        (static_cast<int64_t>(tile.batch) * a.heads + tile.head) * a.seqlen_q;
+    CUTLASS_PRAGMA_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      const int row = tile_row0 + coords.row(2 * half);
+      if (row < row_end) lse_out[row_index0 + row] = lse[0][half];
     }
   }
 

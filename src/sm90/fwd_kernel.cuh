@@ -152,10 +152,19 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
     pipeline_q.consumer_wait(read_q);
     OnlineSoftmax<1> softmax;
-    mma.run(a, seq.mask, tile, range, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, softmax,
-            pipeline_k, pipeline_v, read_k, read_v, thread);
-    Element* o_stage = smem.q.data() + read_q.index() * Traits::kQTileElements;
-    if (o_by_tma) {
+    // With one Q stage every consumer thread frees it once its last S GEMM has retired (Q's ring
+    // is this CTA's own, so the arrival is local; the wgmma reads are complete at the wait).
+    const int q_stage = read_q.index();
+    auto q_read = [&] {
+      if constexpr (Traits::kReleasesQEarly) smem.pipeline_q.empty_barrier_[q_stage].arrive();
+    };
+    mma.run(a, seq.mask, tile, range, tSrQ(_, _, _, q_stage), tSrK, tOrV, tOrO, softmax, pipeline_k,
+            pipeline_v, read_k, read_v, thread, q_read);
+    Element* o_stage = smem.q.data() + q_stage * Traits::kQTileElements;
+    if constexpr (Traits::kReleasesQEarly) {
+      Epilogue<Traits>::template store_unstaged<Variant::kSinks>(
+          sequence_output<Element>(a, seq.q_start), tile, row_end, tOrO, softmax, sink);
+    } else if (o_by_tma) {
       Epilogue<Traits>::template stage_for_tma<Variant::kSinks>(a, tile, tOrO, softmax, sink,
                                                                 mma.mma_pv, o_stage);
       OStore<Traits>::staged(smem, mma.warpgroup, stores++);

@@ -153,6 +153,27 @@ struct KernelTraits {
   using TmaV = decltype(make_tma_copy(TmaLoadKV{}, GmemTensor{}, take<0, 2>(SmemLayoutV{}),
                                       select<1, 2>(TileShape{}), Int<kClusterCtas>{}));
 
+  static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
+
+  // Q has a ring of its own. With two stages (where two Q tiles and both K/V rings fit in one
+  // CTA's 227 KiB: D <= 160) the next tile's Q loads during this tile's whole main loop, and the
+  // epilogue stages O in the tile's own Q stage, whose last reader (the last S GEMM) has retired
+  // by then, then frees the stage once O has left it.
+  // With one (D >= 192) the next tile's Q can load only once this tile's stage is free. The
+  // consumers free it as soon as their last S GEMM has retired (kReleasesQEarly; run_steps'
+  // q_read), so the load runs under the last step and the epilogue, and they store O straight
+  // from the accumulators (Epilogue::store_unstaged). Staged in Q, O held the stage through the
+  // epilogue and the next tile waited for Q's load after it: 11-15% of the consumers' stall
+  // samples at hd256 B32 H8 S512 (ncu, H200; docs/perf.md, session 37). Not in the hd256 cluster
+  // kernel: its loop has no register to spare, and there ptxas spilled a wgmma descriptor inside
+  // the HGMMA span (it stages O as before).
+  static constexpr int kSmemLimitBytes = 227 * 1024;
+  static constexpr int kBarrierBytes = 1024;
+  static constexpr int kQStages =
+      2 * kQBytes + 2 * kStages * kKVBytes + kBarrierBytes <= kSmemLimitBytes ? 2 : 1;
+  static constexpr bool kReleasesQEarly = kQStages == 1 && (kClusterCtas == 1 || kHeadDim < 256);
+
   // O's TMA store (o_store.hpp): each consumer warpgroup's 64 rows of the staged tile are stored
   // in boxes one swizzle atom wide. The staged tile has Q's layout, whose atoms run
   // down the rows first, so a warpgroup's rows of one atom column are contiguous and in the same
@@ -160,10 +181,9 @@ struct KernelTraits {
   using SmemAtomQ =
       decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element,
                                                                    Int<kBlockM>, Int<kHeadDim>>());
-  // Not at D = 256: no gain there (its tiles are long, O's store a small share of them; H200,
-  // docs/perf.md, session 36), and the consumers' 128 accumulator registers of O left the code no
-  // room (spills, inside the main loop in the cluster kernel).
-  static constexpr bool kStoresOByTma = kHeadDim < 256;
+  // Not where Q is freed early (kReleasesQEarly above: O is not staged there), nor at D = 256:
+  // no gain in its cluster kernel, and spills (H200; docs/perf.md, session 36).
+  static constexpr bool kStoresOByTma = !kReleasesQEarly && kHeadDim < 256;
   static constexpr int kOBoxColumns = cute::size<1>(SmemAtomQ{});
   static constexpr int kOBoxes = kHeadDim / kOBoxColumns;
   using OBoxShape = Shape<Int<kRowsPerWarpgroup>, Int<kOBoxColumns>>;
@@ -173,20 +193,8 @@ struct KernelTraits {
   using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensorOut{}, SmemLayoutOBox{},
                                       OBoxShape{}, _1{}));
 
-  static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
-  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
-
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
 
-  // Q has a ring of its own. With two stages (where two Q tiles and both K/V rings fit in one
-  // CTA's 227 KiB: D <= 160) the next tile's Q loads during this tile's whole main loop; with one
-  // (D = 192, 256) it waits for this tile's epilogue. Either way the epilogue stages O in the
-  // tile's own Q stage, whose last reader (the last S GEMM) has retired by then, and releases the
-  // stage once O is read back out.
-  static constexpr int kSmemLimitBytes = 227 * 1024;
-  static constexpr int kBarrierBytes = 1024;
-  static constexpr int kQStages =
-      2 * kQBytes + 2 * kStages * kKVBytes + kBarrierBytes <= kSmemLimitBytes ? 2 : 1;
   using PipelineQ = cutlass::PipelineTmaAsync<kQStages>;
   using SmemLayoutQ = decltype(tile_to_shape(
       cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, Int<kBlockM>,

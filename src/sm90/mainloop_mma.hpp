@@ -29,6 +29,11 @@ struct StepSpan {
   int end = 0;
 };
 
+// run_steps' q_read where Q's stage is freed after the epilogue instead (two Q stages).
+struct NoQRead {
+  __device__ void operator()() const {}
+};
+
 template <typename Traits, typename Variant>
 struct MainloopMma {
   static constexpr bool kPingpong = Variant::kPingpong;
@@ -145,13 +150,17 @@ struct MainloopMma {
   // the same number per tile, and release their stages in order, each after its fill has landed: a
   // release before that would count towards the stage's previous fill, which other warpgroups may
   // still be reading.
+  //
+  // q_read() runs once per tile, as soon as the tile's last S GEMM has retired (or at once when
+  // this warpgroup's rows see no key): nothing reads Q after it (KernelTraits::kReleasesQEarly).
   template <bool kHidesSteps = false, typename Steps, typename TensorQ, typename TensorK,
-            typename TensorV, typename TensorO>
+            typename TensorV, typename TensorO, typename QRead = NoQRead>
   __device__ __forceinline__ void run_steps(Steps& steps, int num_steps, const TensorQ& tSrQ,
                                             const TensorK& tSrK, const TensorV& tOrV, TensorO& tOrO,
                                             Softmax& softmax, Pipeline& pipeline_k,
                                             Pipeline& pipeline_v, PipelineState& read_k,
-                                            PipelineState& read_v, StepSpan visible = {}) {
+                                            PipelineState& read_v, StepSpan visible = {},
+                                            QRead q_read = {}) {
     Tensor tSrS = partition_fragment_C(mma_qk, select<0, 1>(TileShape{}));
     Tensor tOrP = make_tensor<Element>(partition_shape_A(mma_pv, select<0, 1>(TileShape{})));
     float correction[1][2];  // of the last softmax update, for O before the next P V
@@ -198,6 +207,7 @@ struct MainloopMma {
     if constexpr (kHidesSteps) {
       skip_steps(first_step);
       if (first_step == num_steps) {  // rows that see no key: O = 0, the softmax stays empty
+        q_read();
         if constexpr (kIntraOverlap) {
           wait_turn();
           pass_turn();
@@ -216,6 +226,7 @@ struct MainloopMma {
       const auto step = steps.begin(first_step, read_k.index());
       warpgroup_wait<0>();
       release_k();
+      if (first_step + 1 == end_step) q_read();
       softmax_step(step);
     }
     convert_probabilities(tSrS, tOrP);
@@ -235,6 +246,7 @@ struct MainloopMma {
         const auto step = steps.begin(i, read_k.index());
         warpgroup_wait<1>();  // S of this block; P V of the previous one may still run
         release_k();
+        if (i + 1 == end_step) q_read();
         softmax_step(step);
         warpgroup_wait<0>();
         release_v();
@@ -253,6 +265,7 @@ struct MainloopMma {
         const auto step = steps.begin(i, read_k.index());
         warpgroup_wait<0>();
         release_k();
+        if (i + 1 == end_step) q_read();
         softmax_step(step);
         rescale_o();
         convert_probabilities(tSrS, tOrP);
@@ -314,12 +327,12 @@ struct MainloopMma {
 
   // The key blocks of range (last first), as the dense producer loads them; mask: the window bound
   // to the tile's sequence (sequence_view.hpp).
-  template <typename TensorQ, typename TensorK, typename TensorV, typename TensorO>
+  template <typename TensorQ, typename TensorK, typename TensorV, typename TensorO, typename QRead>
   __device__ void run(const FwdArgs& a, const WindowMask<int>& mask, const Tile& tile,
                       const BlockRange& range, const TensorQ& tSrQ, const TensorK& tSrK,
                       const TensorV& tOrV, TensorO& tOrO, Softmax& softmax, Pipeline& pipeline_k,
                       Pipeline& pipeline_v, PipelineState& read_k, PipelineState& read_v,
-                      int thread) {
+                      int thread, QRead q_read) {
     const int tile_row0 = tile.m_block * Traits::kBlockM;
     DenseSteps steps{a,
                      mask,
@@ -328,7 +341,8 @@ struct MainloopMma {
                      tile_row0 + warpgroup * kRowsPerWarpgroup,
                      range.end - 1};
     run_steps<kTileHidesSteps>(steps, range.end - range.begin, tSrQ, tSrK, tOrV, tOrO, softmax,
-                               pipeline_k, pipeline_v, read_k, read_v, steps.visible_steps(range));
+                               pipeline_k, pipeline_v, read_k, read_v, steps.visible_steps(range),
+                               q_read);
   }
 };
 
