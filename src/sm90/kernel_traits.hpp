@@ -165,14 +165,17 @@ struct KernelTraits {
   // q_read), so the load runs under the last step and the epilogue, and they store O straight
   // from the accumulators (Epilogue::store_unstaged). Staged in Q, O held the stage through the
   // epilogue and the next tile waited for Q's load after it: 11-15% of the consumers' stall
-  // samples at hd256 B32 H8 S512 (ncu, H200; docs/perf.md, session 37). Not in the hd256 cluster
-  // kernel: its loop has no register to spare, and there ptxas spilled a wgmma descriptor inside
-  // the HGMMA span (it stages O as before).
+  // samples at hd256 B32 H8 S512 (ncu, H200; docs/perf.md, session 37).
   static constexpr int kSmemLimitBytes = 227 * 1024;
   static constexpr int kBarrierBytes = 1024;
   static constexpr int kQStages =
       2 * kQBytes + 2 * kStages * kKVBytes + kBarrierBytes <= kSmemLimitBytes ? 2 : 1;
-  static constexpr bool kReleasesQEarly = kQStages == 1 && (kClusterCtas == 1 || kHeadDim < 256);
+  static constexpr bool kReleasesQEarly = kQStages == 1;
+  // Where the main loop has no register left for Q's wgmma descriptor, the consumers make it again
+  // at each S GEMM (a few uniform-datapath instructions a step; fwd_kernel.cuh). Kept in the hd256
+  // cluster kernel, whose loop holds the most (O alone is 128 registers a thread), ptxas spilled
+  // it inside the HGMMA span once that kernel freed Q early: one STL and two LDL a step.
+  static constexpr bool kRemakesQOperand = kClusterCtas > 1 && kHeadDim == 256;
 
   // O's TMA store (o_store.hpp): each consumer warpgroup's 64 rows of the staged tile are stored
   // in boxes one swizzle atom wide. The staged tile has Q's layout, whose atoms run
@@ -181,9 +184,10 @@ struct KernelTraits {
   using SmemAtomQ =
       decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element,
                                                                    Int<kBlockM>, Int<kHeadDim>>());
-  // Not where Q is freed early (kReleasesQEarly above: O is not staged there), nor at D = 256:
-  // no gain in its cluster kernel, and spills (H200; docs/perf.md, session 36).
-  static constexpr bool kStoresOByTma = !kReleasesQEarly && kHeadDim < 256;
+  // Not where Q is freed early (kReleasesQEarly above: O is not staged there), which covers
+  // D = 256: its kernels have one Q stage. Staged there, O's TMA store gained nothing in the
+  // cluster kernel and made it spill (H200; docs/perf.md, session 36).
+  static constexpr bool kStoresOByTma = !kReleasesQEarly;
   static constexpr int kOBoxColumns = cute::size<1>(SmemAtomQ{});
   static constexpr int kOBoxes = kHeadDim / kOBoxColumns;
   using OBoxShape = Shape<Int<kRowsPerWarpgroup>, Int<kOBoxColumns>>;

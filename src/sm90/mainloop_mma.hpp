@@ -34,6 +34,22 @@ struct NoQRead {
   __device__ void operator()() const {}
 };
 
+// An S GEMM's Q operand made again at each issue: make() returns the partitioned descriptors of
+// the tile's Q stage (fwd_kernel.cuh says where and why). run_steps takes either this or the
+// descriptors themselves.
+template <typename Make>
+struct QOperandMaker {
+  Make make;
+};
+template <typename TensorQ>
+__device__ __forceinline__ const TensorQ& q_operand(const TensorQ& tSrQ) {
+  return tSrQ;
+}
+template <typename Make>
+__device__ __forceinline__ auto q_operand(const QOperandMaker<Make>& maker) {
+  return maker.make();
+}
+
 template <typename Traits, typename Variant>
 struct MainloopMma {
   static constexpr bool kPingpong = Variant::kPingpong;
@@ -220,7 +236,7 @@ struct MainloopMma {
     // First block: nothing to overlap with yet.
     pipeline_k.consumer_wait(read_k);
     wait_turn();
-    issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
+    issue_gemm</*kZeroInit=*/true>(mma_qk, q_operand(tSrQ), tSrK(_, _, _, read_k.index()), tSrS);
     pass_turn();
     {
       const auto step = steps.begin(first_step, read_k.index());
@@ -236,7 +252,8 @@ struct MainloopMma {
       pipeline_k.consumer_wait(read_k);
       if constexpr (kIntraOverlap) {
         wait_turn();
-        issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
+        issue_gemm</*kZeroInit=*/true>(mma_qk, q_operand(tSrQ), tSrK(_, _, _, read_k.index()),
+                                       tSrS);
         // The previous P V has retired; rescaling O for the previous block's max here, while this
         // S is computed, leaves only the P conversion between a P V retiring and the next issue.
         rescale_o();
@@ -260,7 +277,8 @@ struct MainloopMma {
         warpgroup_wait<0>();
         release_v();
         wait_turn();
-        issue_gemm</*kZeroInit=*/true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
+        issue_gemm</*kZeroInit=*/true>(mma_qk, q_operand(tSrQ), tSrK(_, _, _, read_k.index()),
+                                       tSrS);
         pass_turn();
         const auto step = steps.begin(i, read_k.index());
         warpgroup_wait<0>();
