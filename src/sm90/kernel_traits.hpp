@@ -172,9 +172,10 @@ struct KernelTraits {
       2 * kQBytes + 2 * kStages * kKVBytes + kBarrierBytes <= kSmemLimitBytes ? 2 : 1;
   static constexpr bool kReleasesQEarly = kQStages == 1;
   // Where the main loop has no register left for Q's wgmma descriptor, the consumers make it again
-  // at each S GEMM (a few uniform-datapath instructions a step; fwd_kernel.cuh). Kept in the hd256
-  // cluster kernel, whose loop holds the most (O alone is 128 registers a thread), ptxas spilled
-  // it inside the HGMMA span once that kernel freed Q early: one STL and two LDL a step.
+  // at each S GEMM (a few uniform-datapath instructions a step; fwd_kernel.cuh). Held through the
+  // loop of the hd256 cluster kernel, whose loop holds the most (O alone is 128 registers a
+  // thread), it was spilled inside the HGMMA span once that kernel freed Q early: one STL and two
+  // LDL a step (docs/perf.md, session 38).
   static constexpr bool kRemakesQOperand = kClusterCtas > 1 && kHeadDim == 256;
 
   // O's TMA store (o_store.hpp): each consumer warpgroup's 64 rows of the staged tile are stored
