@@ -29,7 +29,7 @@ const char* functor_sm90_rejects(const Problem& problem, const cudaDeviceProp& d
   }
   // The functor entry instantiates the 128-key walk only (api/run_flex_sm90.cuh): the paired
   // kernel for 64-key blocks would double what a jit object compiles.
-  if (sm90::needs_paired_walk(problem.params.flex.block_mask)) {
+  if (sm90::needs_paired_walk(problem.params.flex.block_mask, sm90::kFlexTileKeys)) {
     return "runs functors' BlockMasks of kv_block_size a multiple of 128 (64-key blocks run on "
            "sm80 for functors of one's own)";
   }

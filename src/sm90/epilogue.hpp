@@ -223,6 +223,15 @@ struct Epilogue {
                                         float sink) {
     float inv_sum[1][2], lse[1][2];
     finalize<kSink>(a, softmax, sink, inv_sum, lse);
+    store_unstaged_normalized(a, tile, row_end, tOrO, inv_sum, lse);
+  }
+
+  // store_unstaged() with the rows' 1/sum and LSE given (the flex kernel finalizes with a sink).
+  template <typename TensorO>
+  __device__ static void store_unstaged_normalized(const FwdArgs& a, const Tile& tile, int row_end,
+                                                   const TensorO& tOrO,
+                                                   const float (&inv_sum)[1][2],
+                                                   const float (&lse)[1][2]) {
     const int thread = thread_index_here();
     if (a.num_splits > 1) {
       store_partial(a, tile, row_end, tOrO, inv_sum, lse, thread);

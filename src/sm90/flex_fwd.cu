@@ -1,5 +1,5 @@
-// Host side of the sm90 flex path: THE sm90 flex instantiation list (dtype x head dim 64 / 128, the
-// built-in mods as runtime data), which problems it takes, its grid, and the launch.
+// Host side of the sm90 flex path: THE sm90 flex instantiation list (dtype x head dim 64 / 128 /
+// 256, the built-in mods as runtime data), which problems it takes, its grid, and the launch.
 #include <algorithm>
 #include <cstdint>
 
@@ -27,7 +27,11 @@ using sm90::LaunchArgs;
 
 // The flex kernels' head dims; a smaller multiple of 8 runs on the next one up (zero-filled dims).
 constexpr int flex_head_dim(int64_t head_dim) {
-  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 0;
+  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : head_dim <= 256 ? 256 : 0;
+}
+// The key tile of the kernel that runs the problem (flex_launch.hpp).
+int flex_tile_keys_of(const AttentionParams& a) {
+  return sm90::flex_tile_keys(flex_head_dim(a.head_dim));
 }
 
 // The kernel's query tiles per (sequence, head): the plan's grid, and the merged walks' count.
@@ -58,7 +62,7 @@ struct FlexKernel {
 // it.
 template <typename Fn>
 bool with_flex_kernel(DType dtype, int64_t head_dim, Fn&& fn) {
-  return KernelList<FlexKernel, 64, 128>::with(dtype, flex_head_dim(head_dim), fn);
+  return KernelList<FlexKernel, 64, 128, 256>::with(dtype, flex_head_dim(head_dim), fn);
 }
 
 }  // namespace
@@ -106,20 +110,22 @@ LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device) 
 const char* sm90_flex_shape_rejects(const Problem& problem) {
   const AttentionParams& a = problem.params;
   if (flex_head_dim(a.head_dim) == 0) {
-    return "runs varlen and flex problems with head_dim up to 128 (flex kernels for 64 and 128)";
+    return "runs varlen and flex problems with head_dim up to 256 (flex kernels for 64, 128 and "
+           "256)";
   }
   if (a.num_splits > 1) return "runs varlen and flex problems unsplit; pass num_splits 0 or 1";
   if (a.tile != TileShape::kAuto && a.tile != TileShape::kLarge) {
     return "runs varlen and flex problems on one tile; pass tile auto or large";
   }
   const flex::BlockMask& m = a.flex.block_mask;
-  // kv blocks of 64 keys fill a 128-key tile two at a time (flex_load.hpp, paired steps).
+  // KV blocks are whole key tiles, except that 64-key blocks fill a 128-key tile two at a time
+  // (flex_load.hpp, paired steps); at head dims above 128 the tiles have 64 keys.
   if (a.flex.has_block_mask() && (m.q_block_size % (sm90::kFlexTileRows / 2) != 0 ||
-                                  (m.kv_block_size % sm90::kFlexTileKeys != 0 &&
-                                   m.kv_block_size != sm90::kFlexTileKeys / 2))) {
+                                  (m.kv_block_size % flex_tile_keys_of(a) != 0 &&
+                                   m.kv_block_size != sm90::kFlexPairedBlockKeys))) {
     return "runs BlockMasks whose q_block_size is a multiple of 64 and kv_block_size 64 or a "
-           "multiple of 128 (its 128-key tiles); backend sm80 (or auto) runs other multiples of "
-           "64";
+           "multiple of 128 (its 128-key tiles up to head_dim 128; multiples of 64 above); "
+           "backend sm80 (or auto) runs other multiples of 64";
   }
   if (const char* why = sm90::qkv_tma_rejects(a, /*packed=*/is_varlen(a))) return why;
   return "";
@@ -174,8 +180,8 @@ size_t sm90_flex_workspace_bytes(const Problem& problem) {
   if (const int capacity = flex_varlen_tile_capacity(a); capacity > 0) {
     return kTileCounterBytes + sm90::varlen_tile_list_bytes(capacity, a.heads_q);
   }
-  return kTileCounterBytes +
-         sm90::merged_walk_bytes(a.flex.block_mask, a.seqlen_k, flex_num_m_blocks(a));
+  return kTileCounterBytes + sm90::merged_walk_bytes(a.flex.block_mask, a.seqlen_k,
+                                                     flex_num_m_blocks(a), flex_tile_keys_of(a));
 }
 
 Status prepare_sm90_flex_workspace(const Problem& problem, void* workspace, LaunchArgs* plan,
@@ -210,9 +216,9 @@ Status prepare_sm90_flex_workspace(const Problem& problem, void* workspace, Laun
   // A BlockMask is never on a varlen batch (validate_flex.cpp): the plan's tiles are the mask's.
   return launch_status(
       sm90::build_merged_walks(block_mask, plan->args.seqlen_q, plan->args.seqlen_k,
-                               plan->args.num_m_blocks, problem.params.flex.mask.documents,
-                               plan->args.batch, static_cast<char*>(workspace) + kTileCounterBytes,
-                               walks, stream),
+                               plan->args.num_m_blocks, flex_tile_keys_of(problem.params),
+                               problem.params.flex.mask.documents, plan->args.batch,
+                               static_cast<char*>(workspace) + kTileCounterBytes, walks, stream),
       "sm90 flex merged walks");
 #endif
 }

@@ -12,6 +12,11 @@
 
 namespace flashcore::sm90 {
 
+// Whether a kernel of these traits has a paired twin: 128-key tiles only (64-key BlockMask blocks
+// are whole tiles of the others).
+template <typename Traits>
+inline constexpr bool kHasPairedKernels = Traits::kBlockN == kFlexTileKeys;
+
 template <typename Element, int kHeadDim>
 cudaError_t launch_flex_dtype(const LaunchArgs& in, const BuiltinFlexArgs& flex,
                               cudaStream_t stream) {
@@ -22,22 +27,26 @@ cudaError_t launch_flex_dtype(const LaunchArgs& in, const BuiltinFlexArgs& flex,
     return cudaErrorInvalidDeviceFunction;
   } else {
     using Traits = FlexTraits<Element, kHeadDim>;
-    static_assert(Traits::kBlockM == kFlexTileRows && Traits::kBlockN == kFlexTileKeys);
+    static_assert(Traits::kBlockM == kFlexTileRows && Traits::kBlockN == flex_tile_keys(kHeadDim));
     // Without a score_mod, a kernel that has none: the built-in one's per-element paths (ALiBi's
     // loads, softcap's division and tanh, which are calls) take registers from the whole loop,
     // and the O accumulator went to local memory in both paths when they shared one kernel.
-    // BlockMasks of 64-key blocks: the paired kernels (two blocks to a step, flex_load.hpp), so
-    // that the 128-key walk's kernels stay the code they were.
-    const bool paired = needs_paired_walk(flex.block_mask);
+    // BlockMasks of 64-key blocks under 128-key tiles: the paired kernels (two blocks to a step,
+    // flex_load.hpp), so that the 128-key walk's kernels stay the code they were. 64-key tiles
+    // take every BlockMask the backend accepts as whole tiles.
+    const bool paired = needs_paired_walk(flex.block_mask, Traits::kBlockN);
+    const auto launch = [&](const auto& args) {
+      if constexpr (kHasPairedKernels<Traits>) {
+        if (paired) return launch_flex_kernel<Traits, true>(in, args, stream);
+      }
+      return launch_flex_kernel<Traits, false>(in, args, stream);
+    };
     if (flex.score_mod.is_identity()) {
-      const FlexArgs<flex::BuiltinMask, flex::NoScoreMod> plain{
-          flex.mask,  flex::NoScoreMod{}, flex.scale,        flex.block_mask,
-          flex.sinks, flex.cu_seqlens_q,  flex.cu_seqlens_k, flex.merged};
-      return paired ? launch_flex_kernel<Traits, true>(in, plain, stream)
-                    : launch_flex_kernel<Traits, false>(in, plain, stream);
+      return launch(FlexArgs<flex::BuiltinMask, flex::NoScoreMod>{
+          flex.mask, flex::NoScoreMod{}, flex.scale, flex.block_mask, flex.sinks, flex.cu_seqlens_q,
+          flex.cu_seqlens_k, flex.merged});
     }
-    return paired ? launch_flex_kernel<Traits, true>(in, flex, stream)
-                  : launch_flex_kernel<Traits, false>(in, flex, stream);
+    return launch(flex);
   }
 }
 
@@ -55,8 +64,10 @@ int flex_smem_bytes_head_dim(bool bf16) {
   // The largest of the kernels' (the built-in score_mod's state is the larger, and the paired
   // kernels' step words).
   static_assert(sizeof(flex::NoScoreMod) <= sizeof(ScoreMod));
-  return bf16 ? flex_smem_bytes<FlexTraits<cutlass::bfloat16_t, kHeadDim>, Mask, ScoreMod>()
-              : flex_smem_bytes<FlexTraits<cutlass::half_t, kHeadDim>, Mask, ScoreMod>();
+  using Bf16 = FlexTraits<cutlass::bfloat16_t, kHeadDim>;
+  using Fp16 = FlexTraits<cutlass::half_t, kHeadDim>;
+  return bf16 ? flex_smem_bytes<Bf16, Mask, ScoreMod, kHasPairedKernels<Bf16>>()
+              : flex_smem_bytes<Fp16, Mask, ScoreMod, kHasPairedKernels<Fp16>>();
 }
 
 #define FLASHCORE_SM90_FLEX_INSTANTIATE(D)                                                \

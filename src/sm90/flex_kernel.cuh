@@ -10,9 +10,9 @@
 //    skipped by both sides; O and LSE ([Hq, total_q]) are stored for the sequence's rows only;
 //  - a row that sees nothing gets O = 0 and LSE = -inf (the sink's logit with sinks).
 // Templated on the mods, as the sm80 flex kernel: the library instantiates it with the built-ins
-// selected at run time. One tile shape (FlexTraits: 128 query rows, 128-key tiles; BlockMasks of
-// 64-key blocks fill a tile with two of them), never split, always the dynamic schedule (tiles
-// differ in work).
+// selected at run time. One tile shape per head dim (FlexTraits: 128 query rows; 128-key tiles,
+// which BlockMasks of 64-key blocks fill two at a time, or 64-key tiles at D = 256), never split,
+// always the dynamic schedule (tiles differ in work).
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -35,12 +35,21 @@
 
 namespace flashcore::sm90 {
 
-// The flex tile at every head dim: two consumer warpgroups (128 rows, so a BlockMask query block
-// of a multiple of 64 rows covers each warpgroup's rows whole), 128-key tiles (a KV block must be
-// whole tiles), two K/V stages, the dense hd128 kernel's registers.
+// The flex tile: two consumer warpgroups (128 rows, so a BlockMask query block of a multiple of 64
+// rows covers each warpgroup's rows whole), flex_tile_keys' key tiles (a KV block must be whole
+// tiles, or two 64-key blocks fill one), two K/V stages, the dense hd128 kernel's registers. At
+// D = 256 only one Q stage fits beside them: the consumers free it after their last S GEMM and
+// store O from registers (KernelTraits::kReleasesQEarly), as the dense kernel does there.
 template <typename Element, int kHeadDim>
 using FlexTraits =
-    KernelTraits<Element, kHeadDim, 1, TileConfig<128, kStages, 2, consumer_registers_for(2)>>;
+    KernelTraits<Element, kHeadDim, 1,
+                 TileConfig<flex_tile_keys(kHeadDim), kStages, 2, consumer_registers_for(2)>>;
+
+// Whether the consumers make Q's descriptors again at each S GEMM (remade_q_operand): at D = 256,
+// where O takes 128 registers a thread. Held through the loop there, they and the score_mod's
+// state were spilled inside it (the built-in score_mod's kernel; 5 local loads a step).
+template <typename Traits>
+inline constexpr bool kFlexRemakesQOperand = Traits::kHeadDim == 256;
 
 // Whether the score_mod changes nothing (at run time for the built-in one).
 template <typename ScoreMod>
@@ -196,21 +205,34 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                 Steps::alibi_columns_for(fp.flex.score_mod)};
     pipeline_q.consumer_wait(read_q);
     OnlineSoftmax<1> softmax;
-    mma.run_steps(steps, num_steps, tSrQ(_, _, _, read_q.index()), tSrK, tOrV, tOrO, softmax,
-                  pipeline_k, pipeline_v, read_k, read_v);
+    const int q_stage = read_q.index();
+    auto q_read = [&] {
+      if constexpr (Traits::kReleasesQEarly) smem.base.pipeline_q.empty_barrier_[q_stage].arrive();
+    };
+    if constexpr (kFlexRemakesQOperand<Traits>) {
+      mma.run_steps(steps, num_steps, remade_q_operand<Traits>(smem.base.q.data(), thr_qk, q_stage),
+                    tSrK, tOrV, tOrO, softmax, pipeline_k, pipeline_v, read_k, read_v, StepSpan{},
+                    q_read);
+    } else {
+      mma.run_steps(steps, num_steps, tSrQ(_, _, _, q_stage), tSrK, tOrV, tOrO, softmax, pipeline_k,
+                    pipeline_v, read_k, read_v, StepSpan{}, q_read);
+    }
     float inv_sum[1][2], lse[1][2];
     steps.finalize(softmax, sinks ? fp.flex.sinks.logit(h) * kLog2e : -INFINITY, inv_sum, lse);
-    typename Traits::Element* o_stage =
-        smem.base.q.data() + read_q.index() * Traits::kQTileElements;
-    if (o_by_tma) {
-      Epilogue<Traits>::stage(out, tile, seq.seqlen_q, tOrO, inv_sum, lse, mma.mma_pv, o_stage,
-                              Epilogue<Traits>::thread_index_here());
-      OStore<Traits>::staged(smem.base, mma.warpgroup, stores++);
+    if constexpr (Traits::kReleasesQEarly) {
+      Epilogue<Traits>::store_unstaged_normalized(out, tile, seq.seqlen_q, tOrO, inv_sum, lse);
     } else {
-      Epilogue<Traits>::store_normalized(out, tile, seq.seqlen_q, mma.warpgroup, tOrO, inv_sum, lse,
-                                         mma.mma_pv, o_stage);
-      cutlass::arch::fence_view_async_shared();
-      smem.base.pipeline_q.empty_barrier_[read_q.index()].arrive();
+      typename Traits::Element* o_stage = smem.base.q.data() + q_stage * Traits::kQTileElements;
+      if (o_by_tma) {
+        Epilogue<Traits>::stage(out, tile, seq.seqlen_q, tOrO, inv_sum, lse, mma.mma_pv, o_stage,
+                                Epilogue<Traits>::thread_index_here());
+        OStore<Traits>::staged(smem.base, mma.warpgroup, stores++);
+      } else {
+        Epilogue<Traits>::store_normalized(out, tile, seq.seqlen_q, mma.warpgroup, tOrO, inv_sum,
+                                           lse, mma.mma_pv, o_stage);
+        cutlass::arch::fence_view_async_shared();
+        smem.base.pipeline_q.empty_barrier_[q_stage].arrive();
+      }
     }
     ++read_q;
   }

@@ -45,7 +45,8 @@ __device__ bool one_document(const flex::DocumentMask& docs, int b, int row_begi
 // One CTA per walk: walk w is query tile w % num_m_blocks of the BlockMask's (batch, head)
 // w / num_m_blocks (MergedWalks::walk). docs: the built-in document mask, or none; batch: the
 // problem's batches, which a BlockMask of batch 1 serves all of.
-template <bool kPaired>
+// kUnitKeys: the kernel's key tile, or the paired walk's 64-key blocks.
+template <int kUnitKeys, bool kPaired>
 __global__ void __launch_bounds__(kBuildThreads)
     merged_walk_kernel(const flex::BlockMask m, int seqlen_q, int seqlen_k, int num_m_blocks,
                        int capacity, int32_t* counts, int32_t* records,
@@ -53,7 +54,6 @@ __global__ void __launch_bounds__(kBuildThreads)
   using BlockScan = cub::BlockScan<int, kBuildThreads>;
   __shared__ typename BlockScan::TempStorage scan;
   __shared__ uint32_t marks[kChunkUnits];  // each unit's masking per warpgroup (FlexStep's bits)
-  constexpr int kUnitKeys = kPaired ? kFlexTileKeys / 2 : kFlexTileKeys;
   constexpr int kWords = kPaired ? 2 : 1;
 
   const int64_t walk = blockIdx.x;
@@ -182,24 +182,33 @@ __global__ void __launch_bounds__(kBuildThreads)
 }  // namespace
 
 cudaError_t build_merged_walks(const flex::BlockMask& block_mask, int seqlen_q, int seqlen_k,
-                               int num_m_blocks, const flex::DocumentMask& documents, int batch,
-                               void* workspace, MergedWalks* walks, cudaStream_t stream) {
+                               int num_m_blocks, int tile_keys, const flex::DocumentMask& documents,
+                               int batch, void* workspace, MergedWalks* walks,
+                               cudaStream_t stream) {
   const int64_t count = merged_walk_count(block_mask, num_m_blocks);
   auto* counts = static_cast<int32_t*>(workspace);
   auto* records = reinterpret_cast<int32_t*>(static_cast<char*>(workspace) +
                                              detail::align_up(count * sizeof(int32_t)));
-  const int capacity = static_cast<int>(merged_walk_capacity(block_mask, seqlen_k));
+  const int capacity = static_cast<int>(merged_walk_capacity(block_mask, seqlen_k, tile_keys));
   *walks = {counts, records, capacity};
   detail::LaunchShape shape;
   shape.grid = dim3(static_cast<unsigned>(count));
   shape.threads = kBuildThreads;
-  return needs_paired_walk(block_mask)
-             ? detail::launch_kernel(merged_walk_kernel<true>, shape, stream, block_mask, seqlen_q,
-                                     seqlen_k, num_m_blocks, capacity, counts, records, documents,
-                                     batch)
-             : detail::launch_kernel(merged_walk_kernel<false>, shape, stream, block_mask, seqlen_q,
-                                     seqlen_k, num_m_blocks, capacity, counts, records, documents,
-                                     batch);
+  const auto launch = [&](auto kernel) {
+    return detail::launch_kernel(kernel, shape, stream, block_mask, seqlen_q, seqlen_k,
+                                 num_m_blocks, capacity, counts, records, documents, batch);
+  };
+  if (needs_paired_walk(block_mask, tile_keys)) {
+    return launch(merged_walk_kernel<kFlexPairedBlockKeys, true>);
+  }
+  switch (tile_keys) {
+    case kFlexTileKeys:
+      return launch(merged_walk_kernel<kFlexTileKeys, false>);
+    case flex_tile_keys(256):
+      return launch(merged_walk_kernel<flex_tile_keys(256), false>);
+    default:
+      return cudaErrorInvalidValue;  // no flex kernel has such tiles
+  }
 }
 
 }  // namespace flashcore::sm90

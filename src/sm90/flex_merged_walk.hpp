@@ -18,17 +18,18 @@
 //    ids over two warp reductions, got 91-93 us there and cost every step that straddles
 //    documents; docs/perf.md, session 27.)
 // The workspace is the walks' worst case, every key unit listed: 4 bytes per key unit (64-key
-// block when paired, else 128-key tile) per walk, at most the size of the BlockMask's kv_indices.
+// block when paired, else the kernel's key tile) per walk, at most the size of the BlockMask's
+// kv_indices.
 //
 // The lists need not be sorted (a BlockMask of one's own may list blocks in any order), so the
 // merge is by marks, not by a merge of sorted runs: one CTA per walk marks each key unit (a
-// 128-key tile, or a 64-key block for the paired walk) with each warpgroup's masking in shared
+// kernel key tile, or a 64-key block for the paired walk) with each warpgroup's masking in shared
 // memory, a chunk of units at a time, and compacts the marked units, last first (the kernel's
 // order), into FlexStep records with a block-wide scan. A unit listed twice is one step; listed
 // as both partial and full, it is partial (mask_mod decides). Units past the keys are dropped,
 // and list entries outside the key units are ignored: nothing is written outside the walk's own
-// records. Functors of one's own (api/run_flex_sm90.cuh) keep the producer's own walk of the
-// lists (flex_load.hpp), so their BlockMasks of 64-row query blocks still cost two steps a tile.
+// records. Functors of one's own (api/run_flex_sm90.cuh) take the same walks
+// (prepare_sm90_flex_workspace builds them for every BlockMask).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -49,41 +50,42 @@ inline bool needs_merged_walks(const flex::BlockMask& block_mask) {
   return block_mask.kv_num_blocks != nullptr;
 }
 
-// The walks' key units: 64-key blocks for the paired walk (kv_block_size 64), else the kernel's
-// 128-key tiles.
-inline int merged_walk_unit_keys(const flex::BlockMask& block_mask) {
-  return needs_paired_walk(block_mask) ? kFlexTileKeys / 2 : kFlexTileKeys;
+// The walks' key units on a kernel of tile_keys keys (flex_tile_keys): 64-key blocks for the
+// paired walk (kv_block_size 64 under 128-key tiles), else the kernel's tiles.
+inline int merged_walk_unit_keys(const flex::BlockMask& block_mask, int tile_keys) {
+  return needs_paired_walk(block_mask, tile_keys) ? kFlexPairedBlockKeys : tile_keys;
 }
 // Steps a walk can have: every key unit, two to a step when paired.
-inline int64_t merged_walk_capacity(const flex::BlockMask& block_mask, int64_t seqlen_k) {
-  const int64_t unit_keys = merged_walk_unit_keys(block_mask);
+inline int64_t merged_walk_capacity(const flex::BlockMask& block_mask, int64_t seqlen_k,
+                                    int tile_keys) {
+  const int64_t unit_keys = merged_walk_unit_keys(block_mask, tile_keys);
   const int64_t units = (seqlen_k + unit_keys - 1) / unit_keys;
-  return needs_paired_walk(block_mask) ? (units + 1) / 2 : units;
+  return needs_paired_walk(block_mask, tile_keys) ? (units + 1) / 2 : units;
 }
 // One walk per (BlockMask batch, head, query tile); num_m_blocks: the kernel's query tiles.
 inline int64_t merged_walk_count(const flex::BlockMask& block_mask, int num_m_blocks) {
   return block_mask.batch * block_mask.heads * num_m_blocks;
 }
 
-// Bytes of the merged walks of a problem with seqlen_k keys under block_mask (0 where it needs
-// none).
+// Bytes of the merged walks of a problem with seqlen_k keys under block_mask on a kernel of
+// tile_keys keys (0 where it needs none).
 inline size_t merged_walk_bytes(const flex::BlockMask& block_mask, int64_t seqlen_k,
-                                int num_m_blocks) {
+                                int num_m_blocks, int tile_keys) {
   if (!needs_merged_walks(block_mask)) return 0;
   const int64_t walks = merged_walk_count(block_mask, num_m_blocks);
-  const int64_t words =
-      merged_walk_capacity(block_mask, seqlen_k) * (needs_paired_walk(block_mask) ? 2 : 1);
+  const int64_t words = merged_walk_capacity(block_mask, seqlen_k, tile_keys) *
+                        (needs_paired_walk(block_mask, tile_keys) ? 2 : 1);
   // The records start aligned after the counts.
   return detail::align_up(static_cast<size_t>(walks) * sizeof(int32_t)) +
          static_cast<size_t>(walks * words) * sizeof(int32_t);
 }
 
-// Enqueues the build of the merged walks into workspace (merged_walk_bytes of it, 256-byte
-// aligned) and describes them in *walks. documents: the built-in document mask (doc_ids_q null:
-// none), whose ids mark the partial steps inside one document (FlexStep::with_one_document) over
-// the problem's `batch` batches.
+// Enqueues the build of the merged walks of a kernel of tile_keys keys into workspace
+// (merged_walk_bytes of it, 256-byte aligned) and describes them in *walks. documents: the built-in
+// document mask (doc_ids_q null: none), whose ids mark the partial steps inside one document
+// (FlexStep::with_one_document) over the problem's `batch` batches.
 cudaError_t build_merged_walks(const flex::BlockMask& block_mask, int seqlen_q, int seqlen_k,
-                               int num_m_blocks, const flex::DocumentMask& documents, int batch,
-                               void* workspace, MergedWalks* walks, cudaStream_t stream);
+                               int num_m_blocks, int tile_keys, const flex::DocumentMask& documents,
+                               int batch, void* workspace, MergedWalks* walks, cudaStream_t stream);
 
 }  // namespace flashcore::sm90

@@ -12,6 +12,28 @@
 
 namespace flashcore::sm90 {
 
+// The flex tile (flex_kernel.cuh, FlexTraits), for the host's grid and checks: 128 query rows at
+// every head dim, so that a BlockMask's query blocks of a multiple of 64 rows cover each consumer
+// warpgroup's rows whole.
+inline constexpr int kFlexTileRows = 128;
+// Its keys: 128 up to D = 128. At D = 256 Q's 64 KiB and two stages each of 128-key K and V
+// (256 KiB) would not fit one CTA's 227 KiB, so that kernel's tiles have 64 keys (two stages,
+// 192 KiB in all; FlashAttention-3's masked hd256 tile has 64 keys too). A BlockMask's KV blocks
+// must be whole tiles, except 64-key blocks under 128-key tiles: two of them fill a step (the
+// paired walk).
+inline constexpr int kFlexTileKeys = 128;
+inline constexpr int kFlexPairedBlockKeys = kFlexTileKeys / 2;
+constexpr int flex_tile_keys(int kernel_head_dim) {
+  return kernel_head_dim <= 128 ? kFlexTileKeys : kFlexPairedBlockKeys;
+}
+
+// Whether a problem's BlockMask needs the paired walk (two 64-key blocks to a 128-key step,
+// flex_load.hpp) on a kernel of tile_keys keys: the one place the launch and the functor path
+// decide it.
+inline bool needs_paired_walk(const flex::BlockMask& block_mask, int tile_keys) {
+  return block_mask.kv_num_blocks != nullptr && block_mask.kv_block_size % tile_keys != 0;
+}
+
 // A BlockMask's walks, built on the device before the kernel (flex_merged_walk.hpp): one per
 // (BlockMask batch, head, query tile), each a count and its FlexStep words (walk w's step i at
 // (w * capacity + i) * words, two words a step when paired), read by the producer in place of the

@@ -159,16 +159,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       if constexpr (Traits::kReleasesQEarly) smem.pipeline_q.empty_barrier_[q_stage].arrive();
     };
     if constexpr (Traits::kRemakesQOperand) {
-      // Q's descriptors made again at each S GEMM from the shared-memory base: the empty asm
-      // hides where the pointer comes from, so the compiler cannot keep the result across steps.
-      auto q_operand_now = [&] {
-        Element* q = smem.q.data();
-        asm volatile("" : "+l"(q));
-        Tensor sQ_now = make_tensor(make_smem_ptr(q), typename Traits::SmemLayoutQ{});
-        return thr_qk.partition_fragment_A(sQ_now)(_, _, _, q_stage);
-      };
-      mma.run(a, seq.mask, tile, range, QOperandMaker<decltype(q_operand_now)>{q_operand_now}, tSrK,
-              tOrV, tOrO, softmax, pipeline_k, pipeline_v, read_k, read_v, thread, q_read);
+      mma.run(a, seq.mask, tile, range, remade_q_operand<Traits>(smem.q.data(), thr_qk, q_stage),
+              tSrK, tOrV, tOrO, softmax, pipeline_k, pipeline_v, read_k, read_v, thread, q_read);
     } else {
       mma.run(a, seq.mask, tile, range, tSrQ(_, _, _, q_stage), tSrK, tOrV, tOrO, softmax,
               pipeline_k, pipeline_v, read_k, read_v, thread, q_read);

@@ -35,12 +35,27 @@ struct NoQRead {
 };
 
 // An S GEMM's Q operand made again at each issue: make() returns the partitioned descriptors of
-// the tile's Q stage (fwd_kernel.cuh says where and why). run_steps takes either this or the
-// descriptors themselves.
+// the tile's Q stage (KernelTraits::kRemakesQOperand says where and why). run_steps takes either
+// this or the descriptors themselves.
 template <typename Make>
 struct QOperandMaker {
   Make make;
 };
+// The maker of Q stage q_stage's descriptors from Q's shared memory q_smem (thr_qk: the
+// warpgroup's slice of the S GEMM). The empty asm hides where the pointer comes from, so the
+// compiler cannot keep the result across steps: it makes the descriptors in the uniform datapath
+// at each S GEMM and holds no register for them through the loop.
+template <typename Traits, typename ThrMmaQK>
+__device__ __forceinline__ auto remade_q_operand(typename Traits::Element* q_smem,
+                                                 const ThrMmaQK& thr_qk, int q_stage) {
+  auto make = [=] {
+    typename Traits::Element* q = q_smem;
+    asm volatile("" : "+l"(q));
+    Tensor sQ = make_tensor(make_smem_ptr(q), typename Traits::SmemLayoutQ{});
+    return thr_qk.partition_fragment_A(sQ)(_, _, _, q_stage);
+  };
+  return QOperandMaker<decltype(make)>{make};
+}
 template <typename TensorQ>
 __device__ __forceinline__ const TensorQ& q_operand(const TensorQ& tSrQ) {
   return tSrQ;

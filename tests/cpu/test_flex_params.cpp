@@ -179,8 +179,7 @@ TEST(FlexBackends, Sm90SaysWhichFlexProblemsItCannotRun) {
   if (!sm90_in_build()) GTEST_SKIP() << "sm90 flex test skipped: this build has no sm_90a";
   expect_flex_refusals(Backend::kSm90,
                        {{[](AttentionParams& p) { p.num_splits = 4; }, "unsplit"},
-                        {[](AttentionParams& p) { set_head_dim(p, 256); }, "head_dim up to 128"},
-                        {[](AttentionParams& p) { set_head_dim(p, 136); }, "head_dim up to 128"},
+                        {[](AttentionParams& p) { set_head_dim(p, 264); }, "head_dim up to 256"},
                         {[](AttentionParams& p) {
                            p.flex.block_mask = block_mask_for(p);
                            p.flex.block_mask.q_block_size = 32;
@@ -190,7 +189,36 @@ TEST(FlexBackends, Sm90SaysWhichFlexProblemsItCannotRun) {
                            p.flex.block_mask = block_mask_for(p);
                            p.flex.block_mask.kv_block_size = 192;
                          },
-                         "kv_block_size 64 or a multiple of 128"}});
+                         "kv_block_size 64 or a multiple of 128"},
+                        {[](AttentionParams& p) {
+                           set_head_dim(p, 256);
+                           p.flex.block_mask = block_mask_for(p);
+                           p.flex.block_mask.kv_block_size = 96;
+                         },
+                         "multiples of 64 above"}});
+}
+
+// The hd256 flex kernel's tiles have 64 keys, so it takes KV blocks of any multiple of 64 there
+// (192 included, which the 128-key tiles below refuse), at every head dim from 136 to 256.
+TEST(FlexBackends, Sm90RunsHeadDimsUpTo256OnTheHd256Kernel) {
+  if (!sm90_in_build()) GTEST_SKIP() << "sm90 flex test skipped: this build has no sm_90a";
+  const detail::BackendEntry* sm90 = detail::find_backend(Backend::kSm90);
+  ASSERT_NE(sm90, nullptr);
+  const bool built = detail::kernel_built(DType::kBFloat16, 256);
+  for (const int64_t head_dim : {136, 192, 256}) {
+    for (const int64_t kv_block : {64, 128, 192}) {
+      AttentionParams p = flex_params();
+      set_head_dim(p, head_dim);
+      p.flex.block_mask = block_mask_for(p);
+      p.flex.block_mask.kv_block_size = kv_block;
+      const std::string why = sm90->rejects(detail::make_problem(p), hopper());
+      if (built) {
+        EXPECT_EQ(why, "") << "head_dim " << head_dim << ", kv_block_size " << kv_block;
+      } else {
+        EXPECT_NE(why.find("FLASHCORE_HEAD_DIMS left 256 out"), std::string::npos) << why;
+      }
+    }
+  }
 }
 
 TEST(FlexBackends, Sm80SaysWhichFlexProblemsItCannotRun) {

@@ -71,28 +71,39 @@ flex::BlockMask block_mask(int64_t batch, int64_t heads, int64_t seqlen, int64_t
 }
 
 TEST(MergedWalkBytes, CountsAWordPerKeyUnitPerWalk) {
+  constexpr int kTile128 = kFlexTileKeys, kTile64 = flex_tile_keys(256);
   // No BlockMask: no walks.
   EXPECT_FALSE(needs_merged_walks(flex::BlockMask{}));
-  EXPECT_EQ(merged_walk_bytes(flex::BlockMask{}, 4096, 32), 0u);
+  EXPECT_EQ(merged_walk_bytes(flex::BlockMask{}, 4096, 32, kTile128), 0u);
   // B4 H16 S4096 with 128-key blocks: 2,048 walks of 32 tiles, one word each, after the counts.
   const flex::BlockMask kv128 = block_mask(4, 16, 4096, 64, 128);
   ASSERT_TRUE(needs_merged_walks(kv128));
-  EXPECT_EQ(merged_walk_unit_keys(kv128), 128);
-  EXPECT_EQ(merged_walk_capacity(kv128, 4096), 32);
+  EXPECT_EQ(merged_walk_unit_keys(kv128, kTile128), 128);
+  EXPECT_EQ(merged_walk_capacity(kv128, 4096, kTile128), 32);
   EXPECT_EQ(merged_walk_count(kv128, 32), 2048);
-  EXPECT_EQ(merged_walk_bytes(kv128, 4096, 32), 2048u * 4 + 2048u * 32 * 4);
+  EXPECT_EQ(merged_walk_bytes(kv128, 4096, 32, kTile128), 2048u * 4 + 2048u * 32 * 4);
   // 64-key blocks: 64 units, paired two to a step, two words a step.
   const flex::BlockMask kv64 = block_mask(4, 16, 4096, 64, 64);
-  EXPECT_EQ(merged_walk_unit_keys(kv64), 64);
-  EXPECT_EQ(merged_walk_capacity(kv64, 4096), 32);
-  EXPECT_EQ(merged_walk_bytes(kv64, 4096, 32), 2048u * 4 + 2048u * 32 * 2 * 4);
+  EXPECT_EQ(merged_walk_unit_keys(kv64, kTile128), 64);
+  EXPECT_EQ(merged_walk_capacity(kv64, 4096, kTile128), 32);
+  EXPECT_EQ(merged_walk_bytes(kv64, 4096, 32, kTile128), 2048u * 4 + 2048u * 32 * 2 * 4);
   // An odd count of units: the last step's second half is the empty one.
-  EXPECT_EQ(merged_walk_capacity(kv64, 4097), 33);
-  EXPECT_EQ(merged_walk_capacity(kv64, 4160), 33);
+  EXPECT_EQ(merged_walk_capacity(kv64, 4097, kTile128), 33);
+  EXPECT_EQ(merged_walk_capacity(kv64, 4160, kTile128), 33);
+  // The hd256 kernel's 64-key tiles: every BlockMask unpaired, a word per 64 keys (128-key
+  // blocks are two units each).
+  EXPECT_EQ(kTile64, 64);
+  EXPECT_FALSE(needs_paired_walk(kv64, kTile64));
+  EXPECT_FALSE(needs_paired_walk(block_mask(1, 1, 4096, 64, 192), kTile64));
+  EXPECT_TRUE(needs_paired_walk(kv64, kTile128));
+  EXPECT_EQ(merged_walk_unit_keys(kv64, kTile64), 64);
+  EXPECT_EQ(merged_walk_capacity(kv64, 4097, kTile64), 65);
+  EXPECT_EQ(merged_walk_bytes(kv64, 4096, 32, kTile64), 2048u * 4 + 2048u * 64 * 4);
+  EXPECT_EQ(merged_walk_capacity(kv128, 4096, kTile64), 64);
   // Broadcast batch and heads: one walk per query tile; the records start 256-byte aligned.
   const flex::BlockMask shared = block_mask(1, 1, 300, 128, 256);
   EXPECT_EQ(merged_walk_count(shared, 3), 3);
-  EXPECT_EQ(merged_walk_bytes(shared, 300, 3), 256u + 3u * 3 * 4);
+  EXPECT_EQ(merged_walk_bytes(shared, 300, 3, kTile128), 256u + 3u * 3 * 4);
 }
 
 }  // namespace

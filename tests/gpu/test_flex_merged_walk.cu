@@ -2,12 +2,13 @@
 // same lists, record for record: unsorted lists, a block listed twice in one list and in both lists
 // of one query block, entries outside the key blocks, counts past the row, empty query blocks,
 // key tails, more key units than one chunk of marks, query blocks of 64 and 192 rows, the paired
-// walk (64-key blocks) and the 128-key one (blocks of 256 keys), and a BlockMask broadcast over
-// heads; and the partial units inside one document of a built-in document mask, marked per batch
-// the walk serves (a BlockMask of batch 1 serves them all). The walk buffer is poisoned first and
-// its bytes past the walks are checked untouched. The end-to-end results of the kernel on merged
-// walks are test_flex_sm90.cpp's "merged_*" cases. Skips loudly without an sm_90 GPU (the builder
-// is compiled for sm_90a only).
+// walk (64-key blocks), the 128-key one (blocks of 256 keys), the hd256 kernel's 64-key one
+// (blocks of 64 and 192 keys, unpaired), and a BlockMask broadcast over heads; and the partial
+// units inside one document of a built-in document mask, marked per batch the walk serves (a
+// BlockMask of batch 1 serves them all). The walk buffer is poisoned first and its bytes past the
+// walks are checked untouched. The end-to-end results of the kernel on merged walks are
+// test_flex_sm90.cpp's "merged_*" cases. Skips loudly without an sm_90 GPU (the builder is compiled
+// for sm_90a only).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -33,6 +34,7 @@ struct WalkCase {
   // > 0: a built-in document mask (self-attention ids, documents of doc_span tokens) over
   // problem_batch batches (0: batch), whose partial units inside one document the builder marks.
   int64_t doc_span = 0, problem_batch = 0;
+  int tile_keys = kFlexTileKeys;  // the kernel's key tile (flex_tile_keys: 64 at D > 128)
 };
 
 // Document ids [batch, seqlen]: documents of `span` tokens, each batch's boundaries 37 tokens on
@@ -99,9 +101,9 @@ struct HostWalks {
 };
 // ids: the document ids of `batch` batches of seqlen_q == seqlen_k tokens, or empty.
 HostWalks host_merge(const flex::BlockMask& m, const HostLists& l, int seqlen_q, int seqlen_k,
-                     int num_m_blocks, const std::vector<int32_t>& ids, int batch) {
-  const bool paired = needs_paired_walk(m);
-  const int unit_keys = merged_walk_unit_keys(m);
+                     int num_m_blocks, int tile_keys, const std::vector<int32_t>& ids, int batch) {
+  const bool paired = needs_paired_walk(m, tile_keys);
+  const int unit_keys = merged_walk_unit_keys(m, tile_keys);
   const int units = (seqlen_k + unit_keys - 1) / unit_keys;
   const int units_per_block = static_cast<int>(m.kv_block_size) / unit_keys;
   const int64_t mq = m.num_q_blocks(), mk = m.num_kv_blocks();
@@ -204,7 +206,7 @@ TEST_P(MergedWalks, MatchHostMerge) {
   ASSERT_TRUE(needs_merged_walks(m));
 
   const int num_m_blocks = static_cast<int>((c.seqlen_q + kFlexTileRows - 1) / kFlexTileRows);
-  const size_t bytes = merged_walk_bytes(m, c.seqlen_k, num_m_blocks);
+  const size_t bytes = merged_walk_bytes(m, c.seqlen_k, num_m_blocks, c.tile_keys);
   constexpr size_t kGuardBytes = 4096;  // must stay poisoned: nothing is written past the walks
   DeviceBuffer workspace(bytes + kGuardBytes);
   ASSERT_EQ(workspace.status(), cudaSuccess);
@@ -219,16 +221,17 @@ TEST_P(MergedWalks, MatchHostMerge) {
   }
   flashcore::sm90::MergedWalks walks;
   CUDA_ASSERT_OK(build_merged_walks(m, static_cast<int>(c.seqlen_q), static_cast<int>(c.seqlen_k),
-                                    num_m_blocks, documents, batch, workspace.get(), &walks,
-                                    nullptr));
+                                    num_m_blocks, c.tile_keys, documents, batch, workspace.get(),
+                                    &walks, nullptr));
   CUDA_ASSERT_OK(cudaDeviceSynchronize());
   std::vector<unsigned char> raw(bytes + kGuardBytes);
   CUDA_ASSERT_OK(cudaMemcpy(raw.data(), workspace.get(), raw.size(), cudaMemcpyDeviceToHost));
   for (size_t i = bytes; i < raw.size(); ++i) ASSERT_EQ(raw[i], 0xa5) << "written past: byte " << i;
 
-  const HostWalks expected = host_merge(m, lists, static_cast<int>(c.seqlen_q),
-                                        static_cast<int>(c.seqlen_k), num_m_blocks, ids, batch);
-  const int words_per_step = needs_paired_walk(m) ? 2 : 1;
+  const HostWalks expected =
+      host_merge(m, lists, static_cast<int>(c.seqlen_q), static_cast<int>(c.seqlen_k), num_m_blocks,
+                 c.tile_keys, ids, batch);
+  const int words_per_step = needs_paired_walk(m, c.tile_keys) ? 2 : 1;
   const auto* counts_out = reinterpret_cast<const int32_t*>(raw.data());
   const auto* records_out =
       reinterpret_cast<const int32_t*>(raw.data() + (reinterpret_cast<const char*>(walks.records) -
@@ -264,7 +267,13 @@ INSTANTIATE_TEST_SUITE_P(
                       WalkCase{"q64_kv128_long_keys", 1, 2, 260, 140000, 64, 128},
                       WalkCase{"documents_q128_kv128", 2, 2, 1000, 1000, 128, 128, 300},
                       WalkCase{"documents_paired_broadcast_batch", 1, 1, 900, 900, 64, 64, 400, 3},
-                      WalkCase{"documents_q64_kv256_tails", 2, 1, 777, 777, 64, 256, 500}),
+                      WalkCase{"documents_q64_kv256_tails", 2, 1, 777, 777, 64, 256, 500},
+                      WalkCase{"tile64_q64_kv64_unpaired", 2, 2, 700, 650, 64, 64, 0, 0,
+                               flex_tile_keys(256)},
+                      WalkCase{"tile64_q128_kv192_long_keys", 1, 2, 300, 20000, 128, 192, 0, 0,
+                               flex_tile_keys(256)},
+                      WalkCase{"tile64_documents_q64_kv64_broadcast_batch", 1, 1, 900, 900, 64, 64,
+                               400, 3, flex_tile_keys(256)}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

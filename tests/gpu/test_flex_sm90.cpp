@@ -29,10 +29,10 @@ namespace {
     }                                                                                          \
   } while (0)
 
-// The sm90 flex kernel's head dims; the flex cases above them (and forced splits) run on auto,
-// which must take them to sm80 (the CPU test FlexBackends.Sm90SaysWhichFlexProblemsItCannotRun
-// checks sm90's reason).
-constexpr int64_t kSm90FlexMaxHeadDim = 128;
+// The sm90 flex kernels' head dims: 64, 128 and 256 (64-key tiles), a smaller head dim on the next
+// one up. Forced splits run on auto, which must take them to sm80 (the CPU test
+// FlexBackends.Sm90SaysWhichFlexProblemsItCannotRun checks sm90's reasons).
+constexpr int64_t kSm90FlexMaxHeadDim = 256;
 // A varlen case without a FlexAttention part: sm90's persistent kernel runs it, at every head dim
 // (sm90_needs_flex_kernel).
 bool plain_varlen(const FlexCase& c) {
@@ -116,10 +116,13 @@ TEST_P(FlexSm90, MatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(Cases, FlexSm90, ::testing::ValuesIn(flex_cases()),
                          [](const auto& info) { return info.param.name; });
 
-// The shared list's 64-key BlockMask cases again with 128-key blocks (the unpaired walk), and
-// cases of 64-key blocks for sm90's paired steps: lists of odd lengths (the last step's second
-// half empty), blocks that are not adjacent in one step (random lists) under a score_mod that
-// reads kv_idx (ALiBi, softcap), document boundaries inside blocks, many tiles, GQA, key tails.
+// The shared list's 64-key BlockMask cases again with 128-key blocks (the unpaired walk; at hd256,
+// two 64-key tiles a block), and cases of 64-key blocks for sm90's paired steps: lists of odd
+// lengths (the last step's second half empty), blocks that are not adjacent in one step (random
+// lists) under a score_mod that reads kv_idx (ALiBi, softcap), document boundaries inside blocks,
+// many tiles, GQA, key tails. Then the hd256 kernel's own (64-key tiles, 128 x 64 steps, Q freed
+// after the last S GEMM and O stored from registers): 64- and 192-key blocks, merged walks, walks
+// past 32 steps, ALiBi by columns, sinks, prefix-LM, head dims that run zero-filled on it, varlen.
 std::vector<FlexCase> sm90_block_cases() {
   std::vector<FlexCase> cases;
   for (FlexCase c : flex_cases()) {
@@ -207,6 +210,39 @@ std::vector<FlexCase> sm90_block_cases() {
   cases.push_back(make_flex_case("merged_q64_kv256_random_softcap", [](FlexCase& f) {
     f.block_mask = BlockMaskKind::kRandom, f.q_block = 64, f.kv_block = 256, f.softcap = 7.f;
     f.seqlen_q = 300, f.seqlen_k = 1300, f.heads_q = 3, f.heads_kv = 3;
+  }));
+  cases.push_back(make_flex_case("hd256_kv192_causal_documents_gqa", [](FlexCase& f) {
+    f.head_dim = 256, f.block_mask = BlockMaskKind::kFromMask, f.q_block = 128, f.kv_block = 192;
+    f.causal = true, f.doc_span = 90, f.seqlen_q = 1000, f.seqlen_k = 1127, f.heads_q = 4;
+    f.heads_kv = 2, f.batch = 2;
+  }));
+  cases.push_back(make_flex_case("hd256_kv64_random_q128_softcap_fp16", [](FlexCase& f) {
+    f.dtype = DType::kFloat16, f.head_dim = 256, f.block_mask = BlockMaskKind::kRandom;
+    f.q_block = 128, f.kv_block = 64, f.softcap = 8.f, f.seqlen_q = 517, f.seqlen_k = 705;
+  }));
+  cases.push_back(make_flex_case("hd256_merged_q64_kv64_causal_sinks_gqa", [](FlexCase& f) {
+    f.head_dim = 256, f.block_mask = BlockMaskKind::kFromMask, f.q_block = f.kv_block = 64;
+    f.causal = true, f.sinks = true, f.seqlen_q = f.seqlen_k = 1000, f.heads_q = 4;
+    f.heads_kv = 1;
+  }));
+  cases.push_back(make_flex_case("hd256_alibi_causal_long_walk_sinks_gqa", [](FlexCase& f) {
+    f.head_dim = 256, f.causal = true, f.alibi = true, f.sinks = true;
+    f.seqlen_q = 1000, f.seqlen_k = 4097, f.heads_q = 8, f.heads_kv = 2;
+  }));
+  cases.push_back(make_flex_case("hd256_long_walk_kv64_random_bias", [](FlexCase& f) {
+    f.head_dim = 256, f.block_mask = BlockMaskKind::kRandom, f.kv_block = 64;
+    f.bias_distance = 500, f.seqlen_q = 256, f.seqlen_k = 9000;
+  }));
+  cases.push_back(make_flex_case("hd256_prefix_lm_softcap_tails_fp16", [](FlexCase& f) {
+    f.dtype = DType::kFloat16, f.head_dim = 256, f.prefix = 300, f.softcap = 15.f;
+    f.seqlen_q = 777, f.seqlen_k = 1001;
+  }));
+  cases.push_back(make_flex_case("hd136_documents_alibi_zero_filled", [](FlexCase& f) {
+    f.head_dim = 136, f.doc_span = 60, f.alibi = true, f.seqlen_q = f.seqlen_k = 400;
+  }));
+  cases.push_back(make_flex_case("hd224_varlen_alibi_causal_gqa", [](FlexCase& f) {
+    f.head_dim = 224, f.causal = true, f.alibi = true, f.heads_q = 4, f.heads_kv = 2;
+    f.lengths_q = {0, 1, 7, 700, 129}, f.lengths_k = {5, 1, 7, 650, 300};
   }));
   for (FlexCase& c : cases) c.backend = Backend::kSm90;
   return cases;
@@ -323,9 +359,9 @@ TEST(FlexSm90MaskedRows, CasesThatPromiseMaskedRowsHaveThem) {
 }
 
 // auto runs flex problems on sm90 where its flex kernel takes them (BlockMasks of 64-key blocks
-// too), and on sm80 where it does not (192-key blocks; head dims above 128, whose 128-key
-// BlockMasks sm90 would take at hd128); varlen batches without a flex part on sm90's persistent
-// kernel at every head dim.
+// too; at hd256, whose tiles have 64 keys, 192-key blocks too), and on sm80 where it does not
+// (192-key blocks up to hd128); varlen batches without a flex part on sm90's persistent kernel at
+// every head dim.
 TEST(FlexSm90Auto, AutoRunsFlexOnSm90AndFallsBackToSm80) {
   FLASHCORE_REQUIRE_SM90_GPU();
   FlexCase documents = make_flex_case("auto_documents", [](FlexCase& f) { f.doc_span = 30; });
@@ -343,15 +379,22 @@ TEST(FlexSm90Auto, AutoRunsFlexOnSm90AndFallsBackToSm80) {
     f.head_dim = 256, f.causal = true, f.doc_span = 30, f.block_mask = BlockMaskKind::kFromMask;
   });
   hd256.backend = Backend::kAuto;
+  FlexCase hd256_blocks_of_192 = make_flex_case("auto_hd256_kv_blocks_of_192", [](FlexCase& f) {
+    f.head_dim = 256, f.doc_span = 30, f.block_mask = BlockMaskKind::kFromMask, f.q_block = 64;
+    f.kv_block = 192, f.seqlen_q = f.seqlen_k = 400;
+  });
+  hd256_blocks_of_192.backend = Backend::kAuto;
   FlexCase varlen_hd192 = make_flex_case("auto_hd192_varlen", [](FlexCase& f) {
     f.head_dim = 192, f.lengths_q = {7, 0, 300}, f.lengths_k = {7, 1, 290};
   });
   varlen_hd192.backend = Backend::kAuto;
-  for (const FlexCase* c : {&documents, &blocks_of_64, &blocks_of_192, &hd256, &varlen_hd192})
+  for (const FlexCase* c :
+       {&documents, &blocks_of_64, &blocks_of_192, &hd256, &hd256_blocks_of_192, &varlen_hd192})
     FLASHCORE_SKIP_IF_PRUNED(c->dtype, c->head_dim);  // auto's choices need every case's kernel
-  for (const auto& [c, provider] : {std::pair{documents, "sm90"}, std::pair{blocks_of_64, "sm90"},
-                                    std::pair{blocks_of_192, "sm80"}, std::pair{hd256, "sm80"},
-                                    std::pair{varlen_hd192, "sm90"}}) {
+  for (const auto& [c, provider] :
+       {std::pair{documents, "sm90"}, std::pair{blocks_of_64, "sm90"},
+        std::pair{blocks_of_192, "sm80"}, std::pair{hd256, "sm90"},
+        std::pair{hd256_blocks_of_192, "sm90"}, std::pair{varlen_hd192, "sm90"}}) {
     FlexResult r;
     run_flex_case(c, &r);
     if (::testing::Test::HasFatalFailure()) return;

@@ -163,9 +163,9 @@ std::vector<FlexCase> flex_cases() {
                        c.lengths_q = {0, 1, 7, 1100, 130, 0, 900, 250, 129, 128, 64, 1000, 3};
                        c.lengths_k = c.lengths_q;
                      }),
-      // Head dims above 128: the sm80 hd256 kernel (64-row tiles; the sm90 flex kernel has none,
-      // so test_flex_sm90.cpp runs these on auto and expects sm80). 160 and 192 run zero-filled on
-      // it. BlockMasks of 64 and of 128 query rows (a tile then lies inside a block), tails.
+      // Head dims above 128: the hd256 kernels (sm80's 64-row tiles, sm90's 64-key tiles), on
+      // which 160 and 192 run zero-filled. BlockMasks of 64 and of 128 query rows (a tile then
+      // lies inside a block), tails.
       make_flex_case("hd256_varlen_causal_gqa_softcap",
                      [](FlexCase& c) {
                        c.head_dim = 256, c.causal = true, c.softcap = 10.f, c.heads_q = 4;
