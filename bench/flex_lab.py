@@ -5,7 +5,9 @@ run, not typed.
 
     BLOCK_SIZE=128 DOC_SPAN=1024 python bench/flex_lab.py --out lab-out/flex
 
-Cases, at B4 H16 S4096 D128 bf16 and B1 H16 S16384 D128 bf16 (--seqlens): no mask, causal,
+Cases, at B4 H16 S4096 D128 bf16 and B1 H16 S16384 D128 bf16 (--seqlens; --head-dim 64 or 256
+runs the same cases at that head dim, where the report's bar lines only describe the run: issue
+18's bars are D128's): no mask, causal,
 sliding window (FLASHCORE_WINDOW keys left of the diagonal, causal), causal documents of DOC_SPAN
 tokens (default: 128 and 1024), prefix-LM (a quarter of the sequence), ALiBi (causal), softcap 30
 (causal) and a jit_score_mod (causal + a per-head linear bias); plus varlen (documents of random
@@ -375,6 +377,7 @@ def markdown(record, bar_lines):
 
 
 def main():
+    global HEAD_DIM  # --head-dim sets it; the cases read it as the module's constant
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seqlens", default="4096,16384",
                         help="comma-separated; B = 16384 / S, as the FA3 grid")
@@ -383,8 +386,11 @@ def main():
     parser.add_argument("--varlen-tokens", type=int, default=16384)
     parser.add_argument("--decode-lengths", default="16384,65536",
                         help="comma-separated key counts of the decode rows (empty: none)")
+    parser.add_argument("--head-dim", type=int, default=HEAD_DIM,
+                        help="every case's head dim (the bars are defined at 128)")
     parser.add_argument("--out", default="lab-out/flex")
     args = parser.parse_args()
+    HEAD_DIM = args.head_dim
     if not torch.cuda.is_available():
         sys.exit("flex_lab.py needs a CUDA GPU visible to torch")
     block_size = env_int("BLOCK_SIZE", 128)

@@ -5,7 +5,8 @@
 # over rotated calls: the attention kernel plus the merged walks' build). B4 H16 S4096 D128 bf16,
 # torch's create_block_mask at BLOCK_SIZE 128 (and 64 for documents), as bench/flex_lab.py; and
 # varlen batches of 16k tokens with mods (the flex kernel) and without (the dense one).
-# Run: PYTHONPATH=bench python3 scripts/time_flex_rotated.py [--only NAME,NAME]
+# Run: PYTHONPATH=bench python3 scripts/time_flex_rotated.py [--only NAME,NAME] [--head-dim D]
+# (D: every row at that head dim, e.g. 256, whose sm90 flex kernel has 64-key tiles)
 import statistics
 import sys
 
@@ -18,7 +19,8 @@ import peer_cases
 import peers
 from flashcore import mods
 
-B, H, S, D = 4, 16, 4096, 128
+B, H, S = 4, 16, 4096
+D = int(sys.argv[sys.argv.index("--head-dim") + 1]) if "--head-dim" in sys.argv else 128
 WINDOW, PREFIX = 1024, S // 4
 
 
