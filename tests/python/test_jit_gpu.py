@@ -89,7 +89,8 @@ def on_h100():
 
 def expected_provider(head_dim, kv_block=None):
     """The flex kernel that auto picks for a jit mod: sm90 on an sm_90 GPU for head dims up to
-    128 and BlockMasks of 128-key blocks, as for the built-in mods; else sm80."""
+    128 and BlockMasks of 128-key blocks (the built-in mods also run head dims up to 256 and
+    64-key blocks there); else sm80."""
     sm90 = on_h100() and head_dim <= 128 and (kv_block is None or kv_block % 128 == 0)
     return "sm90" if sm90 else "sm80"
 
