@@ -46,12 +46,9 @@ __all__ = ["JitCompileError", "JitMaskMod", "JitScoreMod", "Program", "jit_mask_
            "jit_score_mod", "build", "cache_dir", "stats"]
 
 # The ABI of the shared objects' entry points: src/api/flex_functors.hpp's kJitAbiVersion.
-_ABI_VERSION = 4
+_ABI_VERSION = 5
 # The flex kernel's head dims (src/sm80/flex_fwd.cu); a smaller head dim runs on the next one up.
 _KERNEL_HEAD_DIMS = (64, 128, 256)
-# The sm90 flex kernel's (src/sm90/flex_launch.hpp); an object for sm_90 of another head dim has
-# the sm80 kernel alone.
-_SM90_HEAD_DIMS = (64, 128)
 _ELEMENTS = {"float16": "__half", "bfloat16": "__nv_bfloat16"}
 # Tensor captures: torch dtype name -> the pointer the functor holds.
 _POINTER_TYPES = {
@@ -351,10 +348,10 @@ def cache_key(mods, dtype, head_dim, arch, entry=_ATTENTION):
 
 def generate_sources(mods, dtype, head_dim, arch=80):
     """The .cu files of an attention object for mods (a jit mod or a Program) on sm_<arch>: the
-    sm80 kernel with the entry points, and for sm_90 (head dims 64, 128) the sm90 kernel's."""
+    sm80 kernel with the entry points, and for sm_90 the sm90 kernel's."""
     program = _program(mods)
     return _jit_source.attention_sources(program.mask, program.score, dtype, head_dim,
-                                         sm90=int(arch) == 90 and head_dim in _SM90_HEAD_DIMS)
+                                         sm90=int(arch) == 90)
 
 
 def generate_source(mods, dtype, head_dim, arch=80):

@@ -24,16 +24,19 @@ const char* functor_sm90_rejects(const Problem& problem, const cudaDeviceProp& d
   if (device.major != 9 || device.minor != 0) {
     return "needs an sm_90 GPU (H100, H200): its code is built for sm_90a (wgmma, TMA)";
   }
-  if (kernels.head_dim != 64 && kernels.head_dim != 128) {
-    return "runs functors compiled for head dim 64 or 128";
+  if (kernels.head_dim != 64 && kernels.head_dim != 128 && kernels.head_dim != 256) {
+    return "runs functors compiled for head dim 64, 128 or 256";
   }
-  // The functor entry instantiates the 128-key walk only (api/run_flex_sm90.cuh): the paired
-  // kernel for 64-key blocks would double what a jit object compiles.
-  if (sm90::needs_paired_walk(problem.params.flex.block_mask, sm90::kFlexTileKeys)) {
-    return "runs functors' BlockMasks of kv_block_size a multiple of 128 (64-key blocks run on "
-           "sm80 for functors of one's own)";
+  // The functor entry instantiates the unpaired walk only (api/run_flex_sm90.cuh): the paired
+  // kernel for 64-key blocks under 128-key tiles would double what a jit object compiles. The
+  // head dim 256 kernel's tiles have 64 keys, so every block size it takes is whole tiles.
+  const flex::BlockMask& block_mask = problem.params.flex.block_mask;
+  if (block_mask.kv_block_size == sm90::kFlexPairedBlockKeys &&
+      sm90::needs_paired_walk(block_mask, sm90::flex_tile_keys(kernels.head_dim))) {
+    return "runs functors' BlockMasks of kv_block_size a multiple of 128 up to head dim 128 "
+           "(64-key blocks run on sm80 for functors of one's own there)";
   }
-  return sm90_flex_shape_rejects(problem);
+  return sm90_flex_shape_rejects(problem, kernels.head_dim);
 }
 
 Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernels, FunctorMods mods,
@@ -88,7 +91,8 @@ Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernel
     }
     if (why[0] == '\0') {
       out->sm90 = true;
-      out->sm90_plan = sm90_flex_plan(out->problem, device);
+      out->sm90_head_dim = kernels.head_dim;
+      out->sm90_plan = sm90_flex_plan(out->problem, device, kernels.head_dim);
       return {};
     }
     if (params.backend == Backend::kSm90) {
@@ -100,7 +104,7 @@ Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernel
 }
 
 size_t functor_workspace_bytes(const FunctorFlex& plan) {
-  return plan.sm90 ? sm90_flex_workspace_bytes(plan.problem)
+  return plan.sm90 ? sm90_flex_workspace_bytes(plan.problem, plan.sm90_head_dim)
                    : sm80_flex_split_bytes(plan.problem, plan.sm80_splits);
 }
 
@@ -131,8 +135,8 @@ Status launch_functor_flex(FunctorFlex* plan, FunctorLaunchFn launch, const void
   }
   Status status;
   if (plan->sm90) {
-    status = prepare_sm90_flex_workspace(plan->problem, workspace, &plan->sm90_plan,
-                                         &plan->sm90_walks, stream);
+    status = prepare_sm90_flex_workspace(plan->problem, plan->sm90_head_dim, workspace,
+                                         &plan->sm90_plan, &plan->sm90_walks, stream);
   } else {
     plan->sm80_workspace = workspace;
   }

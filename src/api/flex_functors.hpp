@@ -37,7 +37,10 @@ struct FunctorKernels {
 // What prepare_functor_flex decided: the problem, and the kernel that runs it.
 struct FunctorFlex {
   Problem problem;
-  bool sm90 = false;             // the sm90 flex kernel with sm90_plan; else the sm80 one
+  bool sm90 = false;  // the sm90 flex kernel with sm90_plan; else the sm80 one
+  // The head dim that kernel was compiled for: its tile, which the plan and walks follow
+  // (sm90_flex_kernel_head_dim), may be narrower than the library's kernel for the problem's.
+  int sm90_head_dim = 0;
   sm90::LaunchArgs sm90_plan;    // its grid and views; launch_functor_flex sets the tile counter
   sm90::MergedWalks sm90_walks;  // a BlockMask's walks, built by launch_functor_flex
   // The sm80 kernel's split-KV (sm80_flex_splits; 1: unsplit) and the workspace of its partials,
@@ -56,9 +59,9 @@ Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernel
                             FunctorFlex* out);
 
 // Why the sm90 flex kernel does not run `problem` with `kernels` on `device`, "" if it does: no
-// sm90 kernel compiled, not an sm_90 GPU, a head dim other than 64 / 128, or what the kernel
-// cannot run whatever its mods (sm90_flex_shape_rejects: BlockMasks of 64-key blocks, strides
-// the TMA cannot describe, ...).
+// sm90 kernel compiled, not an sm_90 GPU, a head dim other than 64 / 128 / 256, BlockMasks of
+// 64-key blocks up to head dim 128, or what the kernel cannot run whatever its mods
+// (sm90_flex_shape_rejects: strides the TMA cannot describe, ...).
 const char* functor_sm90_rejects(const Problem& problem, const cudaDeviceProp& device,
                                  FunctorKernels kernels);
 
@@ -90,6 +93,6 @@ using JitHasSm90Fn = int (*)();
 using JitBlockMaskFn = int (*)(const flex::BlockMask* out,
                                const flex::detail::BlockMaskArrays* arrays,
                                const uint64_t* captures, cudaStream_t stream);
-inline constexpr int kJitAbiVersion = 4;
+inline constexpr int kJitAbiVersion = 5;
 
 }  // namespace flashcore::detail

@@ -3,9 +3,10 @@
 // It compiles the sm80 flex kernel for the caller's (dtype, head dim, mods), which runs on any
 // sm_80+ GPU, and, where FLASHCORE_RUN_FLEX_SM90 is set (the file compiled for sm_90a among its
 // architectures: CMake's flashcore::flex_kernels sets it for targets with 90a), the sm90 one too;
-// on an H100 the sm90 kernel runs every problem it takes (head dim 64 / 128, BlockMasks of
-// 128-key blocks, ...), the sm80 one the rest, as for the built-in mods (prepare_functor_flex);
-// the sm80 one splits the keys of small grids (decode) as for them too.
+// on an H100 the sm90 kernel runs every problem it takes (head dims 64 / 128 with BlockMasks of
+// 128-key blocks, head dim 256 with any multiple of 64, ...), the sm80 one the rest, as for the
+// built-in mods (prepare_functor_flex); the sm80 one splits the keys of small grids (decode) as for
+// them too.
 //
 // params is what flashcore::run takes, with the mods in the functors instead: causal, the window,
 // softcap and flex.mask / flex.score_mod must stay off (AND a flex::WindowMod into the mask,

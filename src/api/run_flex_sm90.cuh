@@ -42,11 +42,12 @@ template <typename Element>
 using Sm90Element =
     std::conditional_t<std::is_same_v<Element, __half>, cutlass::half_t, cutlass::bfloat16_t>;
 
-// Whether the sm90 flex kernel is built for these functors: head dims 64 and 128 (its tile), and
-// the tile state of both consumer warpgroups (the mods bound to a sequence) fits its shared memory.
+// Whether the sm90 flex kernel is built for these functors: head dims 64, 128 and 256 (its
+// tiles), and the tile state of both consumer warpgroups (the mods bound to a sequence) fits its
+// shared memory.
 template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
 constexpr bool functor_sm90_fits() {
-  if constexpr (kHeadDim != 64 && kHeadDim != 128) {
+  if constexpr (kHeadDim != 64 && kHeadDim != 128 && kHeadDim != 256) {
     return false;
   } else {
     using Traits = sm90::FlexTraits<Sm90Element<Element>, kHeadDim>;
@@ -63,15 +64,17 @@ cudaError_t launch_functor_sm90(const FunctorFlex& plan, const Mask& mask,
   static_assert(std::is_same_v<Element, __half> || std::is_same_v<Element, __nv_bfloat16>,
                 "Element is __half or __nv_bfloat16");
   static_assert(functor_sm90_fits<Element, kHeadDim, Mask, ScoreMod>(),
-                "the sm90 flex kernel runs head dims 64 and 128, with mods that fit its shared "
-                "memory (functor_sm90_fits)");
+                "the sm90 flex kernel runs head dims 64, 128 and 256, with mods that fit its "
+                "shared memory (functor_sm90_fits)");
   using Traits = sm90::FlexTraits<Sm90Element<Element>, kHeadDim>;
   const AttentionParams& a = plan.problem.params;
   const sm90::FlexArgs<Mask, ScoreMod> flex{
       mask,         score_mod,      plan.problem.scale, a.flex.block_mask,
       a.flex.sinks, a.cu_seqlens_q, a.cu_seqlens_k,     plan.sm90_walks};
-  // 128-key walks only: functor_sm90_rejects sends 64-key BlockMasks to sm80. A BlockMask's walks
-  // are built (launch_functor_flex), so 64-row query blocks merge as in the library's kernels.
+  // Unpaired walks only: functor_sm90_rejects sends 64-key BlockMasks under 128-key tiles to
+  // sm80 (at head dim 256 they are whole 64-key tiles). A BlockMask's walks are built
+  // (launch_functor_flex) for the kernel's tile, so 64-row query blocks merge as in the library's
+  // kernels.
   return sm90::launch_flex_kernel<Traits, /*kPaired=*/false>(plan.sm90_plan, flex, stream);
 }
 

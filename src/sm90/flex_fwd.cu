@@ -25,15 +25,6 @@ using sm90::FwdArgs;
 using sm90::GmemInput;
 using sm90::LaunchArgs;
 
-// The flex kernels' head dims; a smaller multiple of 8 runs on the next one up (zero-filled dims).
-constexpr int flex_head_dim(int64_t head_dim) {
-  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : head_dim <= 256 ? 256 : 0;
-}
-// The key tile of the kernel that runs the problem (flex_launch.hpp).
-int flex_tile_keys_of(const AttentionParams& a) {
-  return sm90::flex_tile_keys(flex_head_dim(a.head_dim));
-}
-
 // The kernel's query tiles per (sequence, head): the plan's grid, and the merged walks' count.
 int flex_num_m_blocks(const AttentionParams& a) {
   const int64_t rows = is_varlen(a) ? a.max_seqlen_q : a.seqlen_q;
@@ -62,15 +53,21 @@ struct FlexKernel {
 // it.
 template <typename Fn>
 bool with_flex_kernel(DType dtype, int64_t head_dim, Fn&& fn) {
-  return KernelList<FlexKernel, 64, 128, 256>::with(dtype, flex_head_dim(head_dim), fn);
+  return KernelList<FlexKernel, 64, 128, 256>::with(dtype, sm90_flex_kernel_head_dim(head_dim), fn);
 }
 
 }  // namespace
 
+// The flex kernels' head dims; a smaller multiple of 8 runs on the next one up (zero-filled dims).
+int sm90_flex_kernel_head_dim(int64_t head_dim) {
+  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : head_dim <= 256 ? 256 : 0;
+}
+
 // The problem as the flex kernel indexes it: the dense view without decode's GQA packing (mods see
 // real query heads and rows), the packed tensors of a varlen batch as one sequence each, and the
 // persistent grid over (query block, head, sequence) tiles.
-LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device) {
+LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device,
+                          int kernel_head_dim) {
   const AttentionParams& a = problem.params;
   LaunchArgs in = sm90::kernel_view(problem);
   FwdArgs& p = in.args;
@@ -97,22 +94,23 @@ LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device) 
   // Heads per group as the dense plan's dynamic schedule (head_group.hpp): as many as keep their
   // K and V within half of L2, lowered to a size that splits the pairs into equal groups.
   const int64_t keys = varlen ? a.max_seqlen_k : a.seqlen_k;
-  p.head_group = sm90::heads_per_group(
-      {pairs, p.num_m_blocks, in.num_ctas,
-       sm90::kv_bytes_per_query_head(keys, flex_head_dim(a.head_dim), p.kv_group),
-       int64_t{device.l2CacheSize}, /*uniform_tiles=*/false});
+  p.head_group =
+      sm90::heads_per_group({pairs, p.num_m_blocks, in.num_ctas,
+                             sm90::kv_bytes_per_query_head(keys, kernel_head_dim, p.kv_group),
+                             int64_t{device.l2CacheSize}, /*uniform_tiles=*/false});
   in.dynamic = true;
   in.cluster_ctas = 1;
   in.varlen_tile_capacity = flex_varlen_tile_capacity(a);
   return in;
 }
 
-const char* sm90_flex_shape_rejects(const Problem& problem) {
+const char* sm90_flex_shape_rejects(const Problem& problem, int kernel_head_dim) {
   const AttentionParams& a = problem.params;
-  if (flex_head_dim(a.head_dim) == 0) {
+  if (kernel_head_dim == 0) {
     return "runs varlen and flex problems with head_dim up to 256 (flex kernels for 64, 128 and "
            "256)";
   }
+  if (a.head_dim > kernel_head_dim) return "has a kernel of a smaller head_dim than the problem's";
   if (a.num_splits > 1) return "runs varlen and flex problems unsplit; pass num_splits 0 or 1";
   if (a.tile != TileShape::kAuto && a.tile != TileShape::kLarge) {
     return "runs varlen and flex problems on one tile; pass tile auto or large";
@@ -121,7 +119,7 @@ const char* sm90_flex_shape_rejects(const Problem& problem) {
   // KV blocks are whole key tiles, except that 64-key blocks fill a 128-key tile two at a time
   // (flex_load.hpp, paired steps); at head dims above 128 the tiles have 64 keys.
   if (a.flex.has_block_mask() && (m.q_block_size % (sm90::kFlexTileRows / 2) != 0 ||
-                                  (m.kv_block_size % flex_tile_keys_of(a) != 0 &&
+                                  (m.kv_block_size % sm90::flex_tile_keys(kernel_head_dim) != 0 &&
                                    m.kv_block_size != sm90::kFlexPairedBlockKeys))) {
     return "runs BlockMasks whose q_block_size is a multiple of 64 and kv_block_size 64 or a "
            "multiple of 128 (its 128-key tiles up to head_dim 128; multiples of 64 above); "
@@ -152,8 +150,11 @@ const char* sm90_flex_auto_declines(const Problem& problem, const cudaDeviceProp
 
 const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& device) {
   const AttentionParams& a = problem.params;
-  if (const char* why = sm90_flex_shape_rejects(problem); why[0] != '\0') return why;
-  if (const char* why = pruned_reason(a.q.dtype, flex_head_dim(a.head_dim)); why[0] != '\0') {
+  const int kernel_head_dim = sm90_flex_kernel_head_dim(a.head_dim);
+  if (const char* why = sm90_flex_shape_rejects(problem, kernel_head_dim); why[0] != '\0') {
+    return why;
+  }
+  if (const char* why = pruned_reason(a.q.dtype, kernel_head_dim); why[0] != '\0') {
     return why;
   }
 #if FLASHCORE_HAS_SM90
@@ -175,19 +176,21 @@ const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
 
 // The tile counter, then a BlockMask's merged walks (flex_merged_walk.hpp) or a varlen batch's
 // tile list (varlen_tiles.hpp): a BlockMask is never on a varlen batch (validate_flex.cpp).
-size_t sm90_flex_workspace_bytes(const Problem& problem) {
+size_t sm90_flex_workspace_bytes(const Problem& problem, int kernel_head_dim) {
   const AttentionParams& a = problem.params;
   if (const int capacity = flex_varlen_tile_capacity(a); capacity > 0) {
     return kTileCounterBytes + sm90::varlen_tile_list_bytes(capacity, a.heads_q);
   }
   return kTileCounterBytes + sm90::merged_walk_bytes(a.flex.block_mask, a.seqlen_k,
-                                                     flex_num_m_blocks(a), flex_tile_keys_of(a));
+                                                     flex_num_m_blocks(a),
+                                                     sm90::flex_tile_keys(kernel_head_dim));
 }
 
-Status prepare_sm90_flex_workspace(const Problem& problem, void* workspace, LaunchArgs* plan,
-                                   sm90::MergedWalks* walks, cudaStream_t stream) {
+Status prepare_sm90_flex_workspace(const Problem& problem, int kernel_head_dim, void* workspace,
+                                   LaunchArgs* plan, sm90::MergedWalks* walks,
+                                   cudaStream_t stream) {
 #if !FLASHCORE_HAS_SM90
-  (void)problem, (void)workspace, (void)plan, (void)walks, (void)stream;
+  (void)problem, (void)kernel_head_dim, (void)workspace, (void)plan, (void)walks, (void)stream;
   return {StatusCode::kUnsupported, "sm90 is not in this build"};
 #else
   // The first wave takes tiles 0..num_ctas-1 by CTA index; the counter hands out the rest.
@@ -216,7 +219,7 @@ Status prepare_sm90_flex_workspace(const Problem& problem, void* workspace, Laun
   // A BlockMask is never on a varlen batch (validate_flex.cpp): the plan's tiles are the mask's.
   return launch_status(
       sm90::build_merged_walks(block_mask, plan->args.seqlen_q, plan->args.seqlen_k,
-                               plan->args.num_m_blocks, flex_tile_keys_of(problem.params),
+                               plan->args.num_m_blocks, sm90::flex_tile_keys(kernel_head_dim),
                                problem.params.flex.mask.documents, plan->args.batch,
                                static_cast<char*>(workspace) + kTileCounterBytes, walks, stream),
       "sm90 flex merged walks");
@@ -230,13 +233,15 @@ Status launch_sm90_flex(const Problem& problem, void* workspace, cudaStream_t st
 #else
   cudaDeviceProp device{};
   if (Status s = current_device_properties(&device); !s.ok()) return s;
-  LaunchArgs in = sm90_flex_plan(problem, device);
   const AttentionParams& a = problem.params;
+  const int kernel_head_dim = sm90_flex_kernel_head_dim(a.head_dim);
+  LaunchArgs in = sm90_flex_plan(problem, device, kernel_head_dim);
   sm90::BuiltinFlexArgs flex{builtin_mask(problem), builtin_score_mod(problem),
                              problem.scale,         a.flex.block_mask,
                              a.flex.sinks,          a.cu_seqlens_q,
                              a.cu_seqlens_k};
-  if (Status s = prepare_sm90_flex_workspace(problem, workspace, &in, &flex.merged, stream);
+  if (Status s = prepare_sm90_flex_workspace(problem, kernel_head_dim, workspace, &in, &flex.merged,
+                                             stream);
       !s.ok()) {
     return s;
   }

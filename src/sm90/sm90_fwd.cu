@@ -375,7 +375,9 @@ const char* sm90_auto_declines(const Problem& problem, const cudaDeviceProp& dev
 }
 
 size_t sm90_workspace_bytes(const Problem& problem) {
-  if (sm90_needs_flex_kernel(problem)) return sm90_flex_workspace_bytes(problem);
+  if (sm90_needs_flex_kernel(problem)) {
+    return sm90_flex_workspace_bytes(problem, sm90_flex_kernel_head_dim(problem.params.head_dim));
+  }
   cudaDeviceProp device{};
   if (!current_device_properties(&device).ok()) return 0;
   if (sinks_alone(problem) && !sm90_dense_kernel_runs_sinks(problem, device)) {

@@ -18,6 +18,7 @@
 #include "flashcore/attention.hpp"
 #include "flashcore/flashcore.h"
 #include "flashcore/flex.hpp"
+#include "sm90/flex_fwd.hpp"
 #include "tests/cpu/flex_params_fixture.hpp"
 
 namespace flashcore {
@@ -496,15 +497,22 @@ TEST(FlexFunctors, Sm90RunsFunctorsWhereItTakesTheProblem) {
       {"a newer GPU",
        [](AttentionParams&, cudaDeviceProp& d, detail::FunctorKernels&) { d.major = 10; },
        "needs an sm_90 GPU"},
-      {"a head dim 256 kernel",
-       [](AttentionParams&, cudaDeviceProp&, detail::FunctorKernels& k) { k.head_dim = 256; },
-       "head dim 64 or 128"},
+      {"a head dim 96 kernel",
+       [](AttentionParams&, cudaDeviceProp&, detail::FunctorKernels& k) { k.head_dim = 96; },
+       "head dim 64, 128 or 256"},
       {"a BlockMask of 64-key blocks",
        [](AttentionParams& p, cudaDeviceProp&, detail::FunctorKernels&) {
          p.flex.block_mask = block_mask_for(p);
          p.flex.block_mask.kv_block_size = 64;
        },
-       "kv_block_size a multiple of 128"},
+       "kv_block_size a multiple of 128 up to head dim 128"},
+      {"a BlockMask of 96-key blocks on the head dim 256 kernel",
+       [](AttentionParams& p, cudaDeviceProp&, detail::FunctorKernels& k) {
+         k.head_dim = 256;
+         p.flex.block_mask = block_mask_for(p);
+         p.flex.block_mask.kv_block_size = 96;
+       },
+       "multiples of 64 above"},
       {"a split",
        [](AttentionParams& p, cudaDeviceProp&, detail::FunctorKernels&) { p.num_splits = 2; },
        "unsplit"},
@@ -522,6 +530,28 @@ TEST(FlexFunctors, Sm90RunsFunctorsWhereItTakesTheProblem) {
   blocks.flex.block_mask = block_mask_for(blocks);
   blocks.flex.block_mask.q_block_size = 64;
   EXPECT_STREQ(detail::functor_sm90_rejects(detail::make_problem(blocks), hopper(), sm90), "");
+  // A head dim 256 kernel's tiles have 64 keys: it takes blocks of any multiple of 64, at its head
+  // dim and for a narrower problem (this head dim 128 one) alike.
+  const detail::FunctorKernels hd256{DType::kBFloat16, 256, true};
+  for (const int64_t kv_block : {64, 128, 192}) {
+    blocks.flex.block_mask.kv_block_size = kv_block;
+    EXPECT_STREQ(detail::functor_sm90_rejects(detail::make_problem(blocks), hopper(), hd256), "")
+        << "kv_block_size " << kv_block;
+  }
+}
+
+// The sm90 flex kernel's scratch follows the tile of the kernel that runs the problem, not the
+// problem's head dim: a head dim 256 kernel's merged walks count 64-key steps, twice the steps of
+// the head dim 128 kernel's over the same BlockMask.
+TEST(FlexFunctors, Sm90ScratchFollowsTheKernelsTile) {
+  AttentionParams p = flex_params();
+  p.flex.block_mask = block_mask_for(p);
+  const detail::Problem problem = detail::make_problem(p);
+  const size_t at128 = detail::sm90_flex_workspace_bytes(problem, 128);
+  const size_t at256 = detail::sm90_flex_workspace_bytes(problem, 256);
+  EXPECT_EQ(at128, detail::sm90_flex_workspace_bytes(
+                       problem, detail::sm90_flex_kernel_head_dim(p.head_dim)));
+  EXPECT_GT(at256, at128);
 }
 
 }  // namespace

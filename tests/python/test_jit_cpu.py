@@ -168,6 +168,10 @@ def test_an_sm90_object_has_the_sm90_kernel_in_a_second_file():
     assert "using FlashcoreJitScore = JitScoreMod;" in kernel
     # Both files declare the functor with its snippet.
     assert kernel.count('#line 1 "score_mod"') == 1 and entry.count('#line 1 "score_mod"') == 1
+    # Every kernel head dim has the sm90 kernel on sm_90, 256 (64-key tiles) as well.
+    entry, kernel = jit.generate_sources(mod, "bfloat16", 256, 90)
+    assert "return flashcore_jit_sm90_fits();" in entry
+    assert "launch_functor_sm90<__nv_bfloat16, 256>" in kernel
     # The object is built for sm_90a: the sm90 kernel is wgmma / TMA code.
     assert jit._gencode(90) == "-gencode=arch=compute_90a,code=sm_90a"
     assert jit._gencode(80) == "-gencode=arch=compute_80,code=sm_80"

@@ -88,10 +88,11 @@ def on_h100():
 
 
 def expected_provider(head_dim, kv_block=None):
-    """The flex kernel that auto picks for a jit mod: sm90 on an sm_90 GPU for head dims up to
-    128 and BlockMasks of 128-key blocks (the built-in mods also run head dims up to 256 and
-    64-key blocks there); else sm80."""
-    sm90 = on_h100() and head_dim <= 128 and (kv_block is None or kv_block % 128 == 0)
+    """The flex kernel that auto picks for a jit mod: sm90 on an sm_90 GPU, with BlockMasks of
+    128-key blocks up to head dim 128 (the paired walk of 64-key blocks is the built-in mods'
+    alone) and of any multiple of 64 above (64-key tiles); else sm80."""
+    tile_keys = 128 if jit.kernel_head_dim(head_dim) <= 128 else 64
+    sm90 = on_h100() and (kv_block is None or kv_block % tile_keys == 0)
     return "sm90" if sm90 else "sm80"
 
 
@@ -259,10 +260,14 @@ needs_h100 = pytest.mark.skipif(
 @needs_h100
 @pytest.mark.parametrize("dtype, head_dim, block_size", [(torch.bfloat16, 128, 128),
                                                          (torch.float16, 64, 128),
-                                                         (torch.bfloat16, 128, (64, 128))])
+                                                         (torch.bfloat16, 128, (64, 128)),
+                                                         (torch.bfloat16, 256, 64),
+                                                         (torch.bfloat16, 200, (128, 192))])
 def test_sm90_runs_a_jit_score_mod_under_a_causal_block_mask(dtype, head_dim, block_size):
     # S = 300: a partial last tile of queries and keys; GQA 4 / 2. Query blocks of 64 rows: each
-    # 128-row tile's two blocks merged into one walk (src/sm90/flex_merged_walk.hpp).
+    # 128-row tile's two blocks merged into one walk (src/sm90/flex_merged_walk.hpp). Above head
+    # dim 128 the kernel's tiles have 64 keys: blocks of 64 and 192 keys are whole tiles, and head
+    # dim 200 runs zero-filled on the head dim 256 object.
     q, k, v = inputs(dtype, Hq=4, Hkv=2, S=300, D=head_dim, seed=8)
     B, _, S = q.shape[:3]
     bias = torch.randn(q.shape[1], device="cuda") * 0.05
@@ -325,6 +330,31 @@ def test_sm90_runs_a_jit_mask_mod_with_fully_masked_rows(dtype):
     assert torch.isfinite(runs[0]).all(), f"NaN with ALiBi and sinks (seed {RUN_SEED})"
     err = ((runs[0].float() - runs[1].float()).norm() / runs[1].float().norm()).item()
     assert err <= TOLERANCE[dtype], f"sm90 vs sm80, ALiBi + sinks: {err:.2e} (seed {RUN_SEED})"
+
+
+@needs_h100
+def test_sm90_plans_a_narrower_problem_for_the_object_s_own_tile(monkeypatch):
+    """A functor kernel runs problems of its head dim or below (run_flex<Element, 256> called at
+    head dim 128, say). The head dim 256 kernel's tiles have 64 keys where the library's kernel for
+    head dim 128 has 128, and the plan, the BlockMask's checks and its merged walks must follow the
+    kernel's tile (FunctorFlex::sm90_head_dim), not the problem's: here the jit path is made to
+    load its head dim 256 object for a head dim 128 problem under 64-key blocks, which only that
+    tile takes on sm90."""
+    monkeypatch.setattr(jit, "kernel_head_dim", lambda head_dim: 256)
+    dtype = torch.bfloat16
+    q, k, v = inputs(dtype, Hq=4, Hkv=2, S=300, D=128, seed=11)
+    B, _, S = q.shape[:3]
+    bias = torch.randn(q.shape[1], device="cuda") * 0.05
+    mod = flashcore.jit_score_mod(BIAS, bias=bias)
+    ref_out, ref_lse = reference(q, k, v, lambda s, b, h, qi, ki: s + bias.double()[h] * (qi - ki),
+                                 lambda b, h, qi, ki: ki <= qi)
+    for block_size in (64, (64, 128), (128, 192)):
+        block_mask = walked(flashcore.create_block_mask(mods.causal(), B, None, S, S,
+                                                        BLOCK_SIZE=block_size))
+        out, lse = flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask,
+                                            enable_gqa=True, return_lse=True)
+        assert flashcore.last_provider() == "sm90"
+        check(out, lse, ref_out, ref_lse, dtype, f"hd128 on the hd256 object, {block_size}")
 
 
 @needs_h100
