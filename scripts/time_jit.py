@@ -2,7 +2,8 @@
 first call of a new process (the shared object from the disk cache), and a warm call (on the
 kernel auto picks, sm90 on an H100, and on sm80), next to the built-in mod that computes the same
 scores. One process per phase; CUDA events, median of 20
-calls after 5 warm-ups. Usage: python3 scripts/time_jit.py [B H S D]."""
+calls after 5 warm-ups. Usage: [BLOCK_SIZE=64] python3 scripts/time_jit.py [B H S D] (the causal
+BlockMask's block size, 128 unless BLOCK_SIZE says otherwise)."""
 
 import os
 import statistics
@@ -17,6 +18,7 @@ import flashcore
 from flashcore import jit, mods
 
 SNIPPET = "return score + bias[h] * (q_idx - kv_idx);"
+BLOCK_SIZE = int(os.environ.get("BLOCK_SIZE", "128"))
 
 
 def case(B, H, S, D):
@@ -26,7 +28,7 @@ def case(B, H, S, D):
     slopes = torch.rand(H, device="cuda", generator=g) * 0.1
     # Under causal, score + bias[h] * (q_idx - kv_idx) with bias = -slopes is ALiBi exactly.
     mod = flashcore.jit_score_mod(SNIPPET, bias=-slopes)
-    block_mask = flashcore.create_block_mask(mods.causal(), B, None, S, S, BLOCK_SIZE=128)
+    block_mask = flashcore.create_block_mask(mods.causal(), B, None, S, S, BLOCK_SIZE=BLOCK_SIZE)
     return q, k, v, mod, mods.alibi(slopes), block_mask
 
 
@@ -62,7 +64,7 @@ def child(shape):
 def main(shape):
     B, H, S, D = shape
     print(f"{torch.cuda.get_device_name()}, nvcc {jit.find_nvcc()}, B{B} H{H} S{S} D{D} bf16, "
-          "causal BlockMask (128)")
+          f"causal BlockMask ({BLOCK_SIZE})")
     with tempfile.TemporaryDirectory() as cache:
         os.environ["FLASHCORE_JIT_CACHE"] = cache
         runs = []

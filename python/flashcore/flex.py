@@ -422,9 +422,9 @@ def _run_jit(program, q, k, v, out, lse, scale, causal, window, softcap, fields,
         kind = "score_mod" if program.score is not None else "mask_mod"
         raise ValueError(f"backend {backend!r}: a jit_{kind} runs on 'sm90' or 'sm80' (or 'auto')")
 
-    def launch(address, has_sm90, replaces_score, captures, fp16, kernel_head_dim):
+    def launch(address, sm90_kernels, replaces_score, captures, fp16, kernel_head_dim):
         _core._state.provider = _core.native().jit_attention(
-            address, has_sm90, program.mask is not None, replaces_score, fp16, kernel_head_dim,
+            address, sm90_kernels, program.mask is not None, replaces_score, fp16, kernel_head_dim,
             captures, *_core._native_arrays(q, k, v, out, lse),
             0.0 if scale is None else float(scale), causal, window[0], window[1],
             float(softcap), backend, _stream_of(q), _core._native_flex(fields),

@@ -46,7 +46,7 @@ __all__ = ["JitCompileError", "JitMaskMod", "JitScoreMod", "Program", "jit_mask_
            "jit_score_mod", "build", "cache_dir", "stats"]
 
 # The ABI of the shared objects' entry points: src/api/flex_functors.hpp's kJitAbiVersion.
-_ABI_VERSION = 5
+_ABI_VERSION = 6
 # The flex kernel's head dims (src/sm80/flex_fwd.cu); a smaller head dim runs on the next one up.
 _KERNEL_HEAD_DIMS = (64, 128, 256)
 _ELEMENTS = {"float16": "__half", "bfloat16": "__nv_bfloat16"}
@@ -77,7 +77,9 @@ _MAX_SNIPPET = 1 << 16
 _DEFAULT_NVCC = "/usr/local/cuda/bin/nvcc"
 
 _lock = threading.Lock()
-_loaded = {}  # key -> (ctypes library, entry address, has sm90): loaded objects of this process
+# key -> (ctypes library, entry address, sm90 kernels): loaded objects of this process; sm90
+# kernels is the object's flashcore_jit_has_sm90() (detail::kJitSm90 | kJitSm90Paired), or 0.
+_loaded = {}
 _key_memo = {}  # (tokens, entry, dtype, head dim, arch) -> key: each key hashed once
 _stats = {"compiles": 0, "disk_hits": 0, "memory_hits": 0, "last_compile_s": None}
 # token -> JitScoreMod / JitMaskMod, for the custom op flashcore::flex_attention (_flex_ops.py), whose schema
@@ -462,8 +464,8 @@ def _compile(key, source_texts, arch, what):
 
 
 def _load(key, build_object, entry_name):
-    """(address of entry_name, whether the object has the sm90 kernel) in the object of key (built
-    by build_object() when this process has not loaded it)."""
+    """(address of entry_name, the object's sm90 kernels: flags, 0 for none) in the object of key
+    (built by build_object() when this process has not loaded it)."""
     with _lock:
         if key in _loaded:
             _stats["memory_hits"] += 1
@@ -475,14 +477,15 @@ def _load(key, build_object, entry_name):
         if library.flashcore_jit_abi_version() != _ABI_VERSION:
             raise RuntimeError(f"{path} was built for another flashcore; delete it and call again")
         address = ctypes.cast(getattr(library, entry_name), ctypes.c_void_p).value
-        has_sm90 = hasattr(library, "flashcore_jit_has_sm90") and library.flashcore_jit_has_sm90()
-        _loaded[key] = (library, address, bool(has_sm90))
+        sm90_kernels = (int(library.flashcore_jit_has_sm90())
+                        if hasattr(library, "flashcore_jit_has_sm90") else 0)
+        _loaded[key] = (library, address, sm90_kernels)
         return _loaded[key][1:]
 
 
 def launcher(mods, dtype, head_dim, arch):
-    """(the attention entry point's address, whether its object has the sm90 kernel) for mods
-    (compiled and loaded once per key)."""
+    """(the attention entry point's address, its object's sm90 kernels: flags) for mods (compiled
+    and loaded once per key)."""
     key = cache_key(mods, dtype, head_dim, arch)
     return _load(key, lambda: build(mods, dtype, head_dim, arch), "flashcore_jit_launch")
 
@@ -506,7 +509,7 @@ def _arch(device_index):
 
 def run(mods, q, builtin_score, run_native):
     """Compiles or loads the attention object of mods (a jit mod or a Program) for q (torch,
-    [B, S, H, D] view) and calls run_native(address, has_sm90, replaces_score, captures, fp16,
+    [B, S, H, D] view) and calls run_native(address, sm90_kernels, replaces_score, captures, fp16,
     kernel head dim). builtin_score: whether the params carry a built-in score_mod (ALiBi, a bias
     table or softcap); a mask snippet without one compiles a kernel with no score_mod, as the
     library launches for the built-in mods."""
@@ -523,9 +526,9 @@ def run(mods, q, builtin_score, run_native):
         raise TypeError(f"q has dtype {dtype}; the flex kernel takes float16 or bfloat16")
     head_dim = kernel_head_dim(q.shape[-1])
     captures = _capture_words(program, q.device.index)
-    address, has_sm90 = launcher(program, dtype, head_dim, _arch(q.device.index))
-    return run_native(address, has_sm90, program.score is not None, captures, dtype == "float16",
-                      head_dim)
+    address, sm90_kernels = launcher(program, dtype, head_dim, _arch(q.device.index))
+    return run_native(address, sm90_kernels, program.score is not None, captures,
+                      dtype == "float16", head_dim)
 
 
 def block_mask(mask, device_index, run_native):

@@ -385,10 +385,11 @@ std::string attention(const Array& q, const Array& k, const Array& v, const Muta
 // flashcore.jit_score_mod / jit_mask_mod (python/flashcore/jit.py): the params as attention()
 // makes them, with the flex fields but none of the parts the shared object replaces (its mask:
 // no window or built-in mask; its score_mod: no built-in score_mod or softcap), checked by the
-// library for the object's kernels (dtype, kernel head dim, sm90 or not), which also picks the
-// kernel (sm90 where it takes the problem, else sm80); then the object's entry point
-// (detail::JitLaunchFn at `launch`) enqueues it with the captures' words. Returns the provider.
-std::string jit_attention(std::uintptr_t launch, bool has_sm90, bool replaces_mask,
+// library for the object's kernels (dtype, kernel head dim, its sm90 kernels:
+// detail::JitHasSm90Fn's flags), which also picks the kernel (sm90 where it takes the problem, else
+// sm80); then the object's entry point (detail::JitLaunchFn at `launch`) enqueues it with the
+// captures' words. Returns the provider.
+std::string jit_attention(std::uintptr_t launch, int sm90_kernels, bool replaces_mask,
                           bool replaces_score, bool fp16, int64_t kernel_head_dim,
                           const std::vector<uint64_t>& captures, const Array& q, const Array& k,
                           const Array& v, const MutableArray& out, std::optional<MutableArray> lse,
@@ -414,7 +415,10 @@ std::string jit_attention(std::uintptr_t launch, bool has_sm90, bool replaces_ma
     flashcore_python::DeviceGuard guard(device);
     flashcore::detail::FunctorFlex plan;
     status = flashcore::detail::prepare_functor_flex(
-        params, {dtype, static_cast<int>(kernel_head_dim), has_sm90},
+        params,
+        {dtype, static_cast<int>(kernel_head_dim),
+         (sm90_kernels & flashcore::detail::kJitSm90) != 0,
+         (sm90_kernels & flashcore::detail::kJitSm90Paired) != 0},
         {replaces_mask, replaces_score}, &plan);
     if (status.ok()) {
       status = flashcore::detail::launch_functor_flex(
@@ -468,7 +472,7 @@ NB_MODULE(_flashcore, m) {
         "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a,
         "num_splits"_a, "tile"_a, "enable_pdl"_a, "flex"_a.none() = nb::none(),
         "Bytes of device workspace attention() needs for these arguments.");
-  m.def("jit_attention", &jit_attention, "launch"_a, "has_sm90"_a, "replaces_mask"_a,
+  m.def("jit_attention", &jit_attention, "launch"_a, "sm90_kernels"_a, "replaces_mask"_a,
         "replaces_score"_a, "fp16"_a, "kernel_head_dim"_a, "captures"_a, "q"_a, "k"_a, "v"_a,
         "out"_a, "lse"_a.none(), "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a,
         "softcap"_a, "backend"_a, "stream"_a, "flex"_a.none() = nb::none(),

@@ -27,14 +27,16 @@ const char* functor_sm90_rejects(const Problem& problem, const cudaDeviceProp& d
   if (kernels.head_dim != 64 && kernels.head_dim != 128 && kernels.head_dim != 256) {
     return "runs functors compiled for head dim 64, 128 or 256";
   }
-  // The functor entry instantiates the unpaired walk only (api/run_flex_sm90.cuh): the paired
-  // kernel for 64-key blocks under 128-key tiles would double what a jit object compiles. The
-  // head dim 256 kernel's tiles have 64 keys, so every block size it takes is whole tiles.
+  // 64-key blocks under 128-key tiles run on the paired kernel (api/run_flex_sm90.cuh), which
+  // run_flex and flashcore.jit compile where it fits the functors' state
+  // (functor_sm90_paired_fits). The head dim 256 kernel's tiles have 64 keys, so every block size
+  // it takes is whole tiles.
   const flex::BlockMask& block_mask = problem.params.flex.block_mask;
-  if (block_mask.kv_block_size == sm90::kFlexPairedBlockKeys &&
+  if (!kernels.sm90_paired && block_mask.kv_block_size == sm90::kFlexPairedBlockKeys &&
       sm90::needs_paired_walk(block_mask, sm90::flex_tile_keys(kernels.head_dim))) {
-    return "runs functors' BlockMasks of kv_block_size a multiple of 128 up to head dim 128 "
-           "(64-key blocks run on sm80 for functors of one's own there)";
+    return "runs these functors' BlockMasks of kv_block_size a multiple of 128 up to head dim "
+           "128: the paired kernel for 64-key blocks is not compiled for them (their state does "
+           "not fit its shared memory, functor_sm90_paired_fits); 64-key blocks run on sm80";
   }
   return sm90_flex_shape_rejects(problem, kernels.head_dim);
 }
@@ -84,6 +86,7 @@ Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernel
   if (Status s = validate_device(params, &device); !s.ok()) return s;
   out->problem = make_problem(params);
   out->sm90 = false;
+  out->sm90_paired_walk = false;
   if (params.backend != Backend::kSm80) {
     const char* why = functor_sm90_rejects(out->problem, device, kernels);
     if (why[0] == '\0' && params.backend == Backend::kAuto) {
@@ -92,6 +95,8 @@ Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernel
     if (why[0] == '\0') {
       out->sm90 = true;
       out->sm90_head_dim = kernels.head_dim;
+      out->sm90_paired_walk = sm90::needs_paired_walk(out->problem.params.flex.block_mask,
+                                                      sm90::flex_tile_keys(kernels.head_dim));
       out->sm90_plan = sm90_flex_plan(out->problem, device, kernels.head_dim);
       return {};
     }

@@ -26,12 +26,14 @@ struct FunctorMods {
   bool score = true;
 };
 
-// The flex kernels compiled for the functors: their dtype and head dim, and whether the sm90
-// flex kernel (sm_90a code, api/run_flex_sm90.cuh) is among them beside the sm80 one.
+// The flex kernels compiled for the functors: their dtype and head dim, whether the sm90 flex
+// kernel (sm_90a code, api/run_flex_sm90.cuh) is among them beside the sm80 one, and whether its
+// paired twin is too (BlockMasks of 64-key blocks under 128-key tiles, functor_sm90_paired_fits).
 struct FunctorKernels {
   DType dtype = DType::kFloat16;
   int head_dim = 0;
   bool sm90 = false;
+  bool sm90_paired = false;
 };
 
 // What prepare_functor_flex decided: the problem, and the kernel that runs it.
@@ -41,6 +43,9 @@ struct FunctorFlex {
   // The head dim that kernel was compiled for: its tile, which the plan and walks follow
   // (sm90_flex_kernel_head_dim), may be narrower than the library's kernel for the problem's.
   int sm90_head_dim = 0;
+  // Whether the sm90 kernel walks the BlockMask's 64-key blocks in pairs (needs_paired_walk for
+  // that kernel's tile): the paired kernel runs it.
+  bool sm90_paired_walk = false;
   sm90::LaunchArgs sm90_plan;    // its grid and views; launch_functor_flex sets the tile counter
   sm90::MergedWalks sm90_walks;  // a BlockMask's walks, built by launch_functor_flex
   // The sm80 kernel's split-KV (sm80_flex_splits; 1: unsplit) and the workspace of its partials,
@@ -60,7 +65,8 @@ Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernel
 
 // Why the sm90 flex kernel does not run `problem` with `kernels` on `device`, "" if it does: no
 // sm90 kernel compiled, not an sm_90 GPU, a head dim other than 64 / 128 / 256, BlockMasks of
-// 64-key blocks up to head dim 128, or what the kernel cannot run whatever its mods
+// 64-key blocks up to head dim 128 without the paired kernel, or what the kernel cannot run
+// whatever its mods
 // (sm90_flex_shape_rejects: strides the TMA cannot describe, ...).
 const char* functor_sm90_rejects(const Problem& problem, const cudaDeviceProp& device,
                                  FunctorKernels kernels);
@@ -81,8 +87,9 @@ Status launch_functor_flex(FunctorFlex* plan, FunctorLaunchFn launch, const void
 // The C entry points of a shared object that flashcore.jit_score_mod / jit_mask_mod compile.
 // JitLaunchFn: launches the flex kernel that a plan of prepare_functor_flex names, with the
 // snippets' captures (one 64-bit word each, in the order of their declaration); returns the
-// launch's cudaError_t. JitHasSm90Fn: whether the object has the sm90 kernel (an object built for
-// sm_90a), FunctorKernels::sm90. kJitAbiVersion changes whenever FunctorFlex, Problem or these
+// launch's cudaError_t. JitHasSm90Fn: which sm90 kernels the object has (an object built for
+// sm_90a), kJitSm90 for FunctorKernels::sm90 and kJitSm90Paired for ::sm90_paired, or'ed; 0 for
+// none. kJitAbiVersion changes whenever FunctorFlex, Problem or these
 // signatures do; it is part of the JIT cache key and the shared object reports it
 // (flashcore_jit_abi_version), so a stale one is never called.
 using JitLaunchFn = int (*)(const FunctorFlex* plan, const uint64_t* captures, cudaStream_t stream);
@@ -93,6 +100,8 @@ using JitHasSm90Fn = int (*)();
 using JitBlockMaskFn = int (*)(const flex::BlockMask* out,
                                const flex::detail::BlockMaskArrays* arrays,
                                const uint64_t* captures, cudaStream_t stream);
-inline constexpr int kJitAbiVersion = 5;
+inline constexpr int kJitAbiVersion = 6;
+inline constexpr int kJitSm90 = 1;
+inline constexpr int kJitSm90Paired = 2;
 
 }  // namespace flashcore::detail

@@ -2,11 +2,12 @@
 // kernels: include this from a .cu file and call run_flex<Element, kHeadDim>(params, mask, score).
 // It compiles the sm80 flex kernel for the caller's (dtype, head dim, mods), which runs on any
 // sm_80+ GPU, and, where FLASHCORE_RUN_FLEX_SM90 is set (the file compiled for sm_90a among its
-// architectures: CMake's flashcore::flex_kernels sets it for targets with 90a), the sm90 one too;
-// on an H100 the sm90 kernel runs every problem it takes (head dims 64 / 128 with BlockMasks of
-// 128-key blocks, head dim 256 with any multiple of 64, ...), the sm80 one the rest, as for the
-// built-in mods (prepare_functor_flex); the sm80 one splits the keys of small grids (decode) as for
-// them too.
+// architectures: CMake's flashcore::flex_kernels sets it for targets with 90a), the sm90 one too,
+// and at head dims 64 and 128 its paired twin for BlockMasks of 64-key blocks (about twice the
+// sm90 compile); on an H100 the sm90 kernel runs every problem it takes (BlockMasks of 64 keys or
+// multiples of 128 at head dims 64 / 128, of any multiple of 64 at head dim 256, ...), the sm80
+// one the rest, as for the built-in mods (prepare_functor_flex); the sm80 one splits the keys of
+// small grids (decode) as for them too.
 //
 // params is what flashcore::run takes, with the mods in the functors instead: causal, the window,
 // softcap and flex.mask / flex.score_mod must stay off (AND a flex::WindowMod into the mask,
@@ -31,11 +32,20 @@
 namespace flashcore {
 namespace detail {
 
-// Whether run_flex compiles the sm90 flex kernel for these functors (FunctorKernels::sm90).
+// Whether run_flex compiles the sm90 flex kernel for these functors (FunctorKernels::sm90), and
+// its paired twin (FunctorKernels::sm90_paired).
 template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
 constexpr bool functor_has_sm90() {
 #if FLASHCORE_RUN_FLEX_SM90
   return functor_sm90_fits<Element, kHeadDim, Mask, ScoreMod>();
+#else
+  return false;
+#endif
+}
+template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
+constexpr bool functor_has_sm90_paired() {
+#if FLASHCORE_RUN_FLEX_SM90
+  return functor_sm90_paired_fits<Element, kHeadDim, Mask, ScoreMod>();
 #else
   return false;
 #endif
@@ -59,9 +69,11 @@ template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
 Status run_flex(const AttentionParams& params, const Mask& mask, const ScoreMod& score_mod,
                 RunInfo* info = nullptr) {
   constexpr bool kSm90 = detail::functor_has_sm90<Element, kHeadDim, Mask, ScoreMod>();
+  constexpr bool kSm90Paired = detail::functor_has_sm90_paired<Element, kHeadDim, Mask, ScoreMod>();
   const DType dtype = std::is_same_v<Element, __half> ? DType::kFloat16 : DType::kBFloat16;
   detail::FunctorFlex plan;
-  if (Status s = detail::prepare_functor_flex(params, {dtype, kHeadDim, kSm90}, {}, &plan);
+  if (Status s =
+          detail::prepare_functor_flex(params, {dtype, kHeadDim, kSm90, kSm90Paired}, {}, &plan);
       !s.ok()) {
     return s;
   }

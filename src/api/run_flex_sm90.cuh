@@ -56,26 +56,59 @@ constexpr bool functor_sm90_fits() {
   }
 }
 
-// Enqueues the sm90 flex kernel for (Element, kHeadDim, Mask, ScoreMod); plan.sm90 is set and its
-// tile counter zeroed (launch_functor_flex).
+// Whether the paired sm90 flex kernel (two 64-key BlockMask blocks to each 128-key step,
+// sm90/flex_load.hpp) is built for these functors beside the unpaired one: the kernels of 128-key
+// tiles (head dims 64 and 128), with the paired walk's step words in shared memory.
 template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
-cudaError_t launch_functor_sm90(const FunctorFlex& plan, const Mask& mask,
-                                const ScoreMod& score_mod, cudaStream_t stream) {
+constexpr bool functor_sm90_paired_fits() {
+  if constexpr (!functor_sm90_fits<Element, kHeadDim, Mask, ScoreMod>()) {
+    return false;
+  } else {
+    using Traits = sm90::FlexTraits<Sm90Element<Element>, kHeadDim>;
+    if constexpr (!sm90::kHasPairedKernels<Traits>) {
+      return false;
+    } else {
+      return sm90::flex_smem_bytes<Traits, Mask, ScoreMod, /*kPaired=*/true>() <=
+             Traits::kSmemLimitBytes;
+    }
+  }
+}
+
+// Enqueues one walk's sm90 flex kernel for (Element, kHeadDim, Mask, ScoreMod): the paired one
+// where kPaired (plan.sm90_paired_walk), else the unpaired one; plan.sm90 is set and its tile
+// counter zeroed (launch_functor_flex). A BlockMask's walks are built (launch_functor_flex) for
+// the kernel's tile, so 64-row query blocks merge as in the library's kernels. flashcore.jit
+// compiles the two in files of their own, which nvcc builds in parallel.
+template <typename Element, int kHeadDim, bool kPaired, typename Mask, typename ScoreMod>
+cudaError_t launch_functor_sm90_walk(const FunctorFlex& plan, const Mask& mask,
+                                     const ScoreMod& score_mod, cudaStream_t stream) {
   static_assert(std::is_same_v<Element, __half> || std::is_same_v<Element, __nv_bfloat16>,
                 "Element is __half or __nv_bfloat16");
   static_assert(functor_sm90_fits<Element, kHeadDim, Mask, ScoreMod>(),
                 "the sm90 flex kernel runs head dims 64, 128 and 256, with mods that fit its "
                 "shared memory (functor_sm90_fits)");
+  static_assert(!kPaired || functor_sm90_paired_fits<Element, kHeadDim, Mask, ScoreMod>(),
+                "the paired sm90 flex kernel runs head dims 64 and 128, with mods that fit its "
+                "shared memory (functor_sm90_paired_fits)");
   using Traits = sm90::FlexTraits<Sm90Element<Element>, kHeadDim>;
   const AttentionParams& a = plan.problem.params;
   const sm90::FlexArgs<Mask, ScoreMod> flex{
       mask,         score_mod,      plan.problem.scale, a.flex.block_mask,
       a.flex.sinks, a.cu_seqlens_q, a.cu_seqlens_k,     plan.sm90_walks};
-  // Unpaired walks only: functor_sm90_rejects sends 64-key BlockMasks under 128-key tiles to
-  // sm80 (at head dim 256 they are whole 64-key tiles). A BlockMask's walks are built
-  // (launch_functor_flex) for the kernel's tile, so 64-row query blocks merge as in the library's
-  // kernels.
-  return sm90::launch_flex_kernel<Traits, /*kPaired=*/false>(plan.sm90_plan, flex, stream);
+  return sm90::launch_flex_kernel<Traits, kPaired>(plan.sm90_plan, flex, stream);
+}
+
+// Enqueues the sm90 flex kernel that plan's walk needs (run_flex compiles both walks' kernels
+// where the paired one fits).
+template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
+cudaError_t launch_functor_sm90(const FunctorFlex& plan, const Mask& mask,
+                                const ScoreMod& score_mod, cudaStream_t stream) {
+  if constexpr (functor_sm90_paired_fits<Element, kHeadDim, Mask, ScoreMod>()) {
+    if (plan.sm90_paired_walk) {
+      return launch_functor_sm90_walk<Element, kHeadDim, true>(plan, mask, score_mod, stream);
+    }
+  }
+  return launch_functor_sm90_walk<Element, kHeadDim, false>(plan, mask, score_mod, stream);
 }
 
 }  // namespace flashcore::detail

@@ -12,11 +12,6 @@
 
 namespace flashcore::sm90 {
 
-// Whether a kernel of these traits has a paired twin: 128-key tiles only (64-key BlockMask blocks
-// are whole tiles of the others).
-template <typename Traits>
-inline constexpr bool kHasPairedKernels = Traits::kBlockN == kFlexTileKeys;
-
 template <typename Element, int kHeadDim>
 cudaError_t launch_flex_dtype(const LaunchArgs& in, const BuiltinFlexArgs& flex,
                               cudaStream_t stream) {

@@ -239,6 +239,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #endif
 }
 
+// Whether kernels of these traits have a paired twin (two 64-key BlockMask blocks to a step,
+// flex_load.hpp): 128-key tiles only, since 64-key BlockMask blocks are whole tiles of the others.
+template <typename Traits>
+inline constexpr bool kHasPairedKernels = Traits::kBlockN == kFlexTileKeys;
+
 template <typename Traits, typename Mask, typename ScoreMod, bool kPaired = true>
 constexpr int flex_smem_bytes() {
   return static_cast<int>(sizeof(FlexStorage<Traits, Mask, ScoreMod, kPaired>));

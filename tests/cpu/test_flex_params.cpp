@@ -481,7 +481,7 @@ TEST(FlexFunctors, PrepareRejectsTheFieldsTheFunctorsReplace) {
 // built-in mods would run on it, given that the caller compiled the sm90 kernel for them.
 TEST(FlexFunctors, Sm90RunsFunctorsWhereItTakesTheProblem) {
   const detail::Problem problem = detail::make_problem(flex_params());
-  const detail::FunctorKernels sm90{DType::kBFloat16, 128, true};
+  const detail::FunctorKernels sm90{DType::kBFloat16, 128, true, true};
   EXPECT_STREQ(detail::functor_sm90_rejects(problem, hopper(), sm90), "");
   struct Case {
     const char* what;
@@ -500,12 +500,19 @@ TEST(FlexFunctors, Sm90RunsFunctorsWhereItTakesTheProblem) {
       {"a head dim 96 kernel",
        [](AttentionParams&, cudaDeviceProp&, detail::FunctorKernels& k) { k.head_dim = 96; },
        "head dim 64, 128 or 256"},
-      {"a BlockMask of 64-key blocks",
-       [](AttentionParams& p, cudaDeviceProp&, detail::FunctorKernels&) {
+      {"a BlockMask of 64-key blocks without the paired kernel",
+       [](AttentionParams& p, cudaDeviceProp&, detail::FunctorKernels& k) {
+         k.sm90_paired = false;
          p.flex.block_mask = block_mask_for(p);
          p.flex.block_mask.kv_block_size = 64;
        },
-       "kv_block_size a multiple of 128 up to head dim 128"},
+       "the paired kernel for 64-key blocks is not compiled"},
+      {"a BlockMask of 192-key blocks on a 128-key tile",
+       [](AttentionParams& p, cudaDeviceProp&, detail::FunctorKernels&) {
+         p.flex.block_mask = block_mask_for(p);
+         p.flex.block_mask.kv_block_size = 192;
+       },
+       "kv_block_size 64 or a multiple of 128"},
       {"a BlockMask of 96-key blocks on the head dim 256 kernel",
        [](AttentionParams& p, cudaDeviceProp&, detail::FunctorKernels& k) {
          k.head_dim = 256;
@@ -525,14 +532,24 @@ TEST(FlexFunctors, Sm90RunsFunctorsWhereItTakesTheProblem) {
     const std::string why = detail::functor_sm90_rejects(detail::make_problem(p), device, kernels);
     EXPECT_NE(why.find(c.message), std::string::npos) << c.what << ": " << why;
   }
-  // A BlockMask of 128-key blocks (and 64-row query blocks) is the sm90 kernel's.
+  // A BlockMask of 128-key blocks (and 64-row query blocks) is the sm90 kernel's, and one of 64-key
+  // blocks its paired twin's, at head dims 64 and 128.
   AttentionParams blocks = flex_params();
   blocks.flex.block_mask = block_mask_for(blocks);
   blocks.flex.block_mask.q_block_size = 64;
   EXPECT_STREQ(detail::functor_sm90_rejects(detail::make_problem(blocks), hopper(), sm90), "");
+  for (const int kernel_head_dim : {64, 128}) {
+    AttentionParams paired = blocks;
+    paired.head_dim = kernel_head_dim;
+    paired.flex.block_mask.kv_block_size = 64;
+    detail::FunctorKernels kernels = sm90;
+    kernels.head_dim = kernel_head_dim;
+    EXPECT_STREQ(detail::functor_sm90_rejects(detail::make_problem(paired), hopper(), kernels), "")
+        << "head dim " << kernel_head_dim;
+  }
   // A head dim 256 kernel's tiles have 64 keys: it takes blocks of any multiple of 64, at its head
   // dim and for a narrower problem (this head dim 128 one) alike.
-  const detail::FunctorKernels hd256{DType::kBFloat16, 256, true};
+  const detail::FunctorKernels hd256{DType::kBFloat16, 256, true, false};
   for (const int64_t kv_block : {64, 128, 192}) {
     blocks.flex.block_mask.kv_block_size = kv_block;
     EXPECT_STREQ(detail::functor_sm90_rejects(detail::make_problem(blocks), hopper(), hd256), "")

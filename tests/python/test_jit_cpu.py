@@ -157,21 +157,31 @@ def test_generated_source_numbers_the_snippet_and_its_own_lines():
     assert "flashcore_jit_has_sm90() {\n  return 0;" in source
 
 
-def test_an_sm90_object_has_the_sm90_kernel_in_a_second_file():
+def test_an_sm90_object_has_the_sm90_kernels_in_files_of_their_own():
     mod = jit.JitScoreMod(BIAS, {"bias": FakeTensor()})
-    entry, kernel = jit.generate_sources(mod, "float16", 64, 90)
+    entry, kernel, paired = jit.generate_sources(mod, "float16", 64, 90)
+    # The plan's walk picks the kernel: 64-key BlockMask blocks under 128-key tiles walk in pairs.
+    assert ("plan->sm90_paired_walk ? flashcore_jit_launch_sm90_paired(plan, captures, stream)"
+            in entry)
     assert "flashcore_jit_launch_sm90(plan, captures, stream)" in entry
-    assert "return flashcore_jit_sm90_fits();" in entry
-    assert '#include "api/run_flex_sm90.cuh"' in kernel and "run_flex.cuh" not in kernel
-    assert "launch_functor_sm90<__half, 64>" in kernel
-    assert "using FlashcoreJitMask = flashcore::flex::BuiltinMask;" in kernel
-    assert "using FlashcoreJitScore = JitScoreMod;" in kernel
-    # Both files declare the functor with its snippet.
-    assert kernel.count('#line 1 "score_mod"') == 1 and entry.count('#line 1 "score_mod"') == 1
-    # Every kernel head dim has the sm90 kernel on sm_90, 256 (64-key tiles) as well.
+    assert "return flashcore_jit_sm90_fits() | flashcore_jit_sm90_paired_fits();" in entry
+    for text in (kernel, paired):
+        assert '#include "api/run_flex_sm90.cuh"' in text and "run_flex.cuh" not in text
+        assert "using FlashcoreJitMask = flashcore::flex::BuiltinMask;" in text
+        assert "using FlashcoreJitScore = JitScoreMod;" in text
+    assert "launch_functor_sm90_walk<__half, 64, false>" in kernel
+    assert "functor_sm90_fits<" in kernel and "flashcore::detail::kJitSm90 :" in kernel
+    assert "launch_functor_sm90_walk<__half, 64, true>" in paired
+    assert "functor_sm90_paired_fits<" in paired and "flashcore::detail::kJitSm90Paired :" in paired
+    # Every file declares the functor with its snippet.
+    for text in (entry, kernel, paired):
+        assert text.count('#line 1 "score_mod"') == 1
+    # Every kernel head dim has the sm90 kernel on sm_90; 256's tiles have 64 keys, which every
+    # BlockMask it takes fills whole, so it has no paired twin.
     entry, kernel = jit.generate_sources(mod, "bfloat16", 256, 90)
-    assert "return flashcore_jit_sm90_fits();" in entry
-    assert "launch_functor_sm90<__nv_bfloat16, 256>" in kernel
+    assert "return flashcore_jit_sm90_fits();" in entry and "paired" not in entry
+    assert "launch_functor_sm90_walk<__nv_bfloat16, 256, false>" in kernel
+    assert len(jit.generate_sources(mod, "bfloat16", 128, 90)) == 3
     # The object is built for sm_90a: the sm90 kernel is wgmma / TMA code.
     assert jit._gencode(90) == "-gencode=arch=compute_90a,code=sm_90a"
     assert jit._gencode(80) == "-gencode=arch=compute_80,code=sm_80"

@@ -87,13 +87,11 @@ def on_h100():
     return torch.cuda.get_device_capability() == (9, 0)
 
 
-def expected_provider(head_dim, kv_block=None):
-    """The flex kernel that auto picks for a jit mod: sm90 on an sm_90 GPU, with BlockMasks of
-    128-key blocks up to head dim 128 (the paired walk of 64-key blocks is the built-in mods'
-    alone) and of any multiple of 64 above (64-key tiles); else sm80."""
-    tile_keys = 128 if jit.kernel_head_dim(head_dim) <= 128 else 64
-    sm90 = on_h100() and (kv_block is None or kv_block % tile_keys == 0)
-    return "sm90" if sm90 else "sm80"
+def expected_provider(head_dim):
+    """The flex kernel that auto picks for a jit mod without a BlockMask: sm90 on an sm_90 GPU,
+    else sm80."""
+    jit.kernel_head_dim(head_dim)  # a head dim the jit objects run
+    return "sm90" if on_h100() else "sm80"
 
 
 def walked(block_mask):
@@ -162,15 +160,18 @@ def test_captures_of_every_kind_under_a_causal_block_mask():
         "return s;",
         temperature=temperature, period=period, boost=0.75, enabled=True)
     block_mask = walked(flashcore.create_block_mask(mods.causal(), B, None, S, S, BLOCK_SIZE=64))
-    out, lse = flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask,
-                                        return_lse=True)
-    assert flashcore.last_provider() == "sm80"  # 64-key blocks: the sm80 kernel's
 
     def score(s, b, h, qi, ki):
         return s * temperature.double()[h] + 0.75 * (ki % period[b] == 0)
 
     ref_out, ref_lse = reference(q, k, v, score, lambda b, h, qi, ki: ki <= qi)
-    check(out, lse, ref_out, ref_lse, dtype, "captures + causal BlockMask")
+    # 64-key blocks: the object's paired sm90 kernel on an H100, and its sm80 kernel.
+    for backend in ("auto", "sm80"):
+        out, lse = flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask,
+                                            return_lse=True, backend=backend)
+        assert flashcore.last_provider() == (expected_provider(64) if backend == "auto"
+                                             else "sm80")
+        check(out, lse, ref_out, ref_lse, dtype, f"captures + causal BlockMask, {backend}")
 
 
 def test_softcap_snippet_equals_the_built_in_softcap():
@@ -261,13 +262,17 @@ needs_h100 = pytest.mark.skipif(
 @pytest.mark.parametrize("dtype, head_dim, block_size", [(torch.bfloat16, 128, 128),
                                                          (torch.float16, 64, 128),
                                                          (torch.bfloat16, 128, (64, 128)),
+                                                         (torch.float16, 64, 64),
+                                                         (torch.bfloat16, 128, 64),
                                                          (torch.bfloat16, 256, 64),
                                                          (torch.bfloat16, 200, (128, 192))])
 def test_sm90_runs_a_jit_score_mod_under_a_causal_block_mask(dtype, head_dim, block_size):
     # S = 300: a partial last tile of queries and keys; GQA 4 / 2. Query blocks of 64 rows: each
-    # 128-row tile's two blocks merged into one walk (src/sm90/flex_merged_walk.hpp). Above head
-    # dim 128 the kernel's tiles have 64 keys: blocks of 64 and 192 keys are whole tiles, and head
-    # dim 200 runs zero-filled on the head dim 256 object.
+    # 128-row tile's two blocks merged into one walk (src/sm90/flex_merged_walk.hpp). 64-key blocks
+    # up to head dim 128: the object's paired kernel, two blocks to each 128-key step (S = 300 has
+    # five key blocks, so the last step has one). Above head dim 128 the kernel's tiles have 64
+    # keys: blocks of 64 and 192 keys are whole tiles, and head dim 200 runs zero-filled on the
+    # head dim 256 object.
     q, k, v = inputs(dtype, Hq=4, Hkv=2, S=300, D=head_dim, seed=8)
     B, _, S = q.shape[:3]
     bias = torch.randn(q.shape[1], device="cuda") * 0.05
@@ -293,12 +298,14 @@ def test_sm90_runs_a_jit_score_mod_under_a_causal_block_mask(dtype, head_dim, bl
 
 
 @needs_h100
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_sm90_runs_a_jit_mask_mod_with_fully_masked_rows(dtype):
+@pytest.mark.parametrize("dtype, block_size", [(torch.bfloat16, 128), (torch.float16, 128),
+                                               (torch.bfloat16, 64)])
+def test_sm90_runs_a_jit_mask_mod_with_fully_masked_rows(dtype, block_size):
+    # Block size 64: the mask's partial blocks inside the paired kernel's two-block steps.
     q, k, v = inputs(dtype, Hq=4, Hkv=2, S=300, D=64, seed=9)
     B, _, S = q.shape[:3]
     mask = flashcore.jit_mask_mod("return q_idx % period != 3 && kv_idx <= q_idx;", period=7)
-    block_mask = flashcore.create_block_mask(mask, B, None, S, S, BLOCK_SIZE=128)
+    block_mask = flashcore.create_block_mask(mask, B, None, S, S, BLOCK_SIZE=block_size)
     out, lse = flashcore.flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True,
                                         return_lse=True)
     assert flashcore.last_provider() == "sm90"
@@ -359,12 +366,15 @@ def test_sm90_plans_a_narrower_problem_for_the_object_s_own_tile(monkeypatch):
 
 @needs_h100
 def test_sm90_forced_names_what_it_cannot_run():
-    q, k, v = inputs(torch.float16, Hq=2, Hkv=2, S=256, D=64, seed=10)
+    # 192-key blocks up to head dim 128: neither whole 128-key tiles nor pairs of 64-key blocks;
+    # the sm80 kernel runs them.
+    q, k, v = inputs(torch.float16, Hq=2, Hkv=2, S=384, D=64, seed=10)
     mod = flashcore.jit_score_mod("return score;")
-    block_mask = walked(flashcore.create_block_mask(mods.causal(), 2, None, 256, 256,
-                                                    BLOCK_SIZE=64))
-    with pytest.raises(ValueError, match=r"the sm90 flex kernel runs functors' BlockMasks of "
-                                         r"kv_block_size a multiple of 128"):
+    block_mask = walked(flashcore.create_block_mask(mods.causal(), 2, None, 384, 384,
+                                                    BLOCK_SIZE=(128, 192)))
+    with pytest.raises(ValueError, match=r"the sm90 flex kernel runs BlockMasks whose "
+                                         r"q_block_size is a multiple of 64 and kv_block_size 64 "
+                                         r"or a multiple of 128"):
         flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask, backend="sm90")
     flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask)
     assert flashcore.last_provider() == "sm80"
