@@ -66,8 +66,7 @@ Status prepare_functor_flex(const AttentionParams& params, FunctorKernels kernel
 // Why the sm90 flex kernel does not run `problem` with `kernels` on `device`, "" if it does: no
 // sm90 kernel compiled, not an sm_90 GPU, a head dim other than 64 / 128 / 256, BlockMasks of
 // 64-key blocks up to head dim 128 without the paired kernel, or what the kernel cannot run
-// whatever its mods
-// (sm90_flex_shape_rejects: strides the TMA cannot describe, ...).
+// whatever its mods (sm90_flex_shape_rejects: strides the TMA cannot describe, ...).
 const char* functor_sm90_rejects(const Problem& problem, const cudaDeviceProp& device,
                                  FunctorKernels kernels);
 
@@ -89,8 +88,8 @@ Status launch_functor_flex(FunctorFlex* plan, FunctorLaunchFn launch, const void
 // snippets' captures (one 64-bit word each, in the order of their declaration); returns the
 // launch's cudaError_t. JitHasSm90Fn: which sm90 kernels the object has (an object built for
 // sm_90a), kJitSm90 for FunctorKernels::sm90 and kJitSm90Paired for ::sm90_paired, or'ed; 0 for
-// none. kJitAbiVersion changes whenever FunctorFlex, Problem or these
-// signatures do; it is part of the JIT cache key and the shared object reports it
+// none. kJitAbiVersion changes whenever FunctorFlex, Problem or these signatures do; it is part
+// of the JIT cache key and the shared object reports it
 // (flashcore_jit_abi_version), so a stale one is never called.
 using JitLaunchFn = int (*)(const FunctorFlex* plan, const uint64_t* captures, cudaStream_t stream);
 using JitHasSm90Fn = int (*)();

@@ -32,23 +32,19 @@
 namespace flashcore {
 namespace detail {
 
-// Whether run_flex compiles the sm90 flex kernel for these functors (FunctorKernels::sm90), and
-// its paired twin (FunctorKernels::sm90_paired).
+// The kernels run_flex compiles for these functors: the sm80 one always, the sm90 one
+// (FunctorKernels::sm90) and its paired twin (::sm90_paired) where FLASHCORE_RUN_FLEX_SM90 is set
+// and they fit the functors.
 template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
-constexpr bool functor_has_sm90() {
+constexpr FunctorKernels run_flex_kernels() {
+  FunctorKernels kernels;
+  kernels.dtype = std::is_same_v<Element, __half> ? DType::kFloat16 : DType::kBFloat16;
+  kernels.head_dim = kHeadDim;
 #if FLASHCORE_RUN_FLEX_SM90
-  return functor_sm90_fits<Element, kHeadDim, Mask, ScoreMod>();
-#else
-  return false;
+  kernels.sm90 = functor_sm90_fits<Element, kHeadDim, Mask, ScoreMod>();
+  kernels.sm90_paired = functor_sm90_paired_fits<Element, kHeadDim, Mask, ScoreMod>();
 #endif
-}
-template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
-constexpr bool functor_has_sm90_paired() {
-#if FLASHCORE_RUN_FLEX_SM90
-  return functor_sm90_paired_fits<Element, kHeadDim, Mask, ScoreMod>();
-#else
-  return false;
-#endif
+  return kernels;
 }
 
 // Enqueues the sm80 flex kernel for (Element, kHeadDim, Mask, ScoreMod) and the plan's problem.
@@ -68,13 +64,10 @@ cudaError_t launch_functor_sm80(const FunctorFlex& plan, const Mask& mask,
 template <typename Element, int kHeadDim, typename Mask, typename ScoreMod>
 Status run_flex(const AttentionParams& params, const Mask& mask, const ScoreMod& score_mod,
                 RunInfo* info = nullptr) {
-  constexpr bool kSm90 = detail::functor_has_sm90<Element, kHeadDim, Mask, ScoreMod>();
-  constexpr bool kSm90Paired = detail::functor_has_sm90_paired<Element, kHeadDim, Mask, ScoreMod>();
-  const DType dtype = std::is_same_v<Element, __half> ? DType::kFloat16 : DType::kBFloat16;
+  static constexpr detail::FunctorKernels kKernels =
+      detail::run_flex_kernels<Element, kHeadDim, Mask, ScoreMod>();
   detail::FunctorFlex plan;
-  if (Status s =
-          detail::prepare_functor_flex(params, {dtype, kHeadDim, kSm90, kSm90Paired}, {}, &plan);
-      !s.ok()) {
+  if (Status s = detail::prepare_functor_flex(params, kKernels, {}, &plan); !s.ok()) {
     return s;
   }
   struct Mods {
@@ -86,7 +79,7 @@ Status run_flex(const AttentionParams& params, const Mask& mask, const ScoreMod&
                          cudaStream_t stream) -> int {
     const Mods& m = *static_cast<const Mods*>(context);
 #if FLASHCORE_RUN_FLEX_SM90
-    if constexpr (kSm90) {
+    if constexpr (kKernels.sm90) {
       if (chosen->sm90) {
         return detail::launch_functor_sm90<Element, kHeadDim>(*chosen, *m.mask, *m.score_mod,
                                                               stream);
