@@ -37,6 +37,7 @@ set(FLASHCORE_KERNEL_HEADERS
   sm80/mainloop.hpp
   sm80/split_kv.hpp
   sm80/tile_io.hpp
+  sm90/dependent_launch.hpp
   sm90/epilogue.hpp
   sm90/flex_kernel.cuh
   sm90/flex_load.hpp

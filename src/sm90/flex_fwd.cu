@@ -209,18 +209,18 @@ Status prepare_sm90_flex_workspace(const Problem& problem, int kernel_head_dim, 
     return launch_status(sm90::build_varlen_tile_list(list, grid, sm90::kFlexTileRows, stream),
                          "sm90 flex varlen tile list");
   }
-  if (Status s = launch_status(cudaMemsetAsync(plan->args.tile_counter, 0, sizeof(int), stream),
-                               "sm90 flex tile counter reset");
-      !s.ok()) {
-    return s;
-  }
   const flex::BlockMask& block_mask = problem.params.flex.block_mask;
-  if (!sm90::needs_merged_walks(block_mask)) return {};
+  if (!sm90::needs_merged_walks(block_mask)) {
+    return launch_status(cudaMemsetAsync(plan->args.tile_counter, 0, sizeof(int), stream),
+                         "sm90 flex tile counter reset");
+  }
   // A BlockMask is never on a varlen batch (validate_flex.cpp): the plan's tiles are the mask's.
+  // The build zeroes the counter too.
   return launch_status(
       sm90::build_merged_walks(block_mask, plan->args.seqlen_q, plan->args.seqlen_k,
                                plan->args.num_m_blocks, sm90::flex_tile_keys(kernel_head_dim),
                                problem.params.flex.mask.documents, plan->args.batch,
+                               plan->args.tile_counter,
                                static_cast<char*>(workspace) + kTileCounterBytes, walks, stream),
       "sm90 flex merged walks");
 #endif

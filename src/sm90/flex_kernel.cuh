@@ -23,6 +23,7 @@
 #include "common/flex_sequence.hpp"
 #include "common/launch.hpp"
 #include "common/online_softmax.hpp"
+#include "sm90/dependent_launch.hpp"
 #include "sm90/epilogue.hpp"
 #include "sm90/flex_load.hpp"
 #include "sm90/flex_params.hpp"
@@ -110,6 +111,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
   cutlass::arch::fence_barrier_init();
   __syncthreads();
+  // Launched dependently after the walks' build or the varlen tile list (launch_flex_kernel), this
+  // grid's setup above ran beside that kernel: nothing global may be read or written before it has
+  // finished (its walks, its tile list, the tile counter it zeroed). Returns at once otherwise.
+  DependentLaunch::wait_for_prior_grid();
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
@@ -280,6 +285,11 @@ cudaError_t launch_flex_kernel(const LaunchArgs& in, const FlexArgs<Mask, ScoreM
   shape.grid = dim3(static_cast<unsigned>(in.num_ctas));
   shape.threads = Traits::kThreads;
   shape.smem_bytes = kSmemBytes;
+  // Right after the walks' build or the tile list (prepare_sm90_flex_workspace), whose kernels
+  // allow it, the CTAs start while that kernel finishes, instead of a launch latency after it.
+  // Not after the counter's memset (no BlockMask, not varlen): a programmatic dependency is on a
+  // kernel.
+  shape.dependent = flex.merged.records != nullptr || in.varlen_tile_capacity > 0;
   return detail::launch_kernel(kernel, shape, stream, fp);
 }
 

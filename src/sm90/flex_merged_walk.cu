@@ -5,6 +5,7 @@
 
 #include "common/block_walk.hpp"
 #include "common/launch.hpp"
+#include "sm90/dependent_launch.hpp"
 #include "sm90/flex_launch.hpp"
 #include "sm90/flex_merged_walk.hpp"
 #include "sm90/flex_step.hpp"
@@ -44,13 +45,18 @@ __device__ bool one_document(const flex::DocumentMask& docs, int b, int row_begi
 
 // One CTA per walk: walk w is query tile w % num_m_blocks of the BlockMask's (batch, head)
 // w / num_m_blocks (MergedWalks::walk). docs: the built-in document mask, or none; batch: the
-// problem's batches, which a BlockMask of batch 1 serves all of.
+// problem's batches, which a BlockMask of batch 1 serves all of. CTA 0 also zeroes the flex
+// kernel's tile counter, which saves the stream a memset between the two launches.
 // kUnitKeys: the kernel's key tile, or the paired walk's 64-key blocks.
 template <int kUnitKeys, bool kPaired>
 __global__ void __launch_bounds__(kBuildThreads)
     merged_walk_kernel(const flex::BlockMask m, int seqlen_q, int seqlen_k, int num_m_blocks,
                        int capacity, int32_t* counts, int32_t* records,
-                       const flex::DocumentMask docs, int batch) {
+                       const flex::DocumentMask docs, int batch, int* tile_counter) {
+  // The flex kernel, launched dependently (flex_kernel.cuh), may start its CTAs' setup as soon as
+  // every CTA of this grid is running; it waits for this grid to finish before reading anything.
+  DependentLaunch::allow_dependent_launch();
+  if (blockIdx.x == 0 && threadIdx.x == 0) *tile_counter = 0;
   using BlockScan = cub::BlockScan<int, kBuildThreads>;
   __shared__ typename BlockScan::TempStorage scan;
   __shared__ uint32_t marks[kChunkUnits];  // each unit's masking per warpgroup (FlexStep's bits)
@@ -183,7 +189,7 @@ __global__ void __launch_bounds__(kBuildThreads)
 
 cudaError_t build_merged_walks(const flex::BlockMask& block_mask, int seqlen_q, int seqlen_k,
                                int num_m_blocks, int tile_keys, const flex::DocumentMask& documents,
-                               int batch, void* workspace, MergedWalks* walks,
+                               int batch, int* tile_counter, void* workspace, MergedWalks* walks,
                                cudaStream_t stream) {
   const int64_t count = merged_walk_count(block_mask, num_m_blocks);
   auto* counts = static_cast<int32_t*>(workspace);
@@ -196,7 +202,8 @@ cudaError_t build_merged_walks(const flex::BlockMask& block_mask, int seqlen_q, 
   shape.threads = kBuildThreads;
   const auto launch = [&](auto kernel) {
     return detail::launch_kernel(kernel, shape, stream, block_mask, seqlen_q, seqlen_k,
-                                 num_m_blocks, capacity, counts, records, documents, batch);
+                                 num_m_blocks, capacity, counts, records, documents, batch,
+                                 tile_counter);
   };
   if (needs_paired_walk(block_mask, tile_keys)) {
     return launch(merged_walk_kernel<kFlexPairedBlockKeys, true>);

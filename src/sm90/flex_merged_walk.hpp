@@ -83,9 +83,11 @@ inline size_t merged_walk_bytes(const flex::BlockMask& block_mask, int64_t seqle
 // Enqueues the build of the merged walks of a kernel of tile_keys keys into workspace
 // (merged_walk_bytes of it, 256-byte aligned) and describes them in *walks. documents: the built-in
 // document mask (doc_ids_q null: none), whose ids mark the partial steps inside one document
-// (FlexStep::with_one_document) over the problem's `batch` batches.
+// (FlexStep::with_one_document) over the problem's `batch` batches. The build zeroes the flex
+// kernel's tile_counter too, and lets that kernel, launched next, start dependently.
 cudaError_t build_merged_walks(const flex::BlockMask& block_mask, int seqlen_q, int seqlen_k,
                                int num_m_blocks, int tile_keys, const flex::DocumentMask& documents,
-                               int batch, void* workspace, MergedWalks* walks, cudaStream_t stream);
+                               int batch, int* tile_counter, void* workspace, MergedWalks* walks,
+                               cudaStream_t stream);
 
 }  // namespace flashcore::sm90

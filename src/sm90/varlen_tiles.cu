@@ -2,6 +2,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "common/launch.hpp"
+#include "sm90/dependent_launch.hpp"
 #include "sm90/tile_scheduler.hpp"
 #include "sm90/varlen_tiles.hpp"
 
@@ -28,6 +29,9 @@ __global__ void __launch_bounds__(kListThreads)
     list_varlen_tiles_kernel(VarlenTileList list, const FwdArgs grid, int block_m) {
   __shared__ BlockScan::TempStorage scan;
   __shared__ int chunk_ends[kListThreads];  // the chunk's entries, inclusive prefix by sequence
+  // The flex kernel, launched dependently after the list (flex_kernel.cuh), may set up its CTAs
+  // meanwhile; it waits for this grid to finish before reading anything.
+  DependentLaunch::allow_dependent_launch();
   const int thread = static_cast<int>(threadIdx.x);
   if (thread == 0) *list.tile_counter = 0;
   int listed = 0;  // entries of the chunks before

@@ -219,11 +219,18 @@ TEST_P(MergedWalks, MatchHostMerge) {
   if (c.doc_span > 0) {
     documents = flex::document_mask(static_cast<const int32_t*>(d_ids.get()), c.seqlen_q);
   }
+  // The flex kernel's tile counter, which the build zeroes (no memset between the launches).
+  DeviceBuffer tile_counter(sizeof(int));
+  ASSERT_EQ(tile_counter.status(), cudaSuccess);
+  CUDA_ASSERT_OK(cudaMemset(tile_counter.get(), 0xa5, sizeof(int)));
   flashcore::sm90::MergedWalks walks;
-  CUDA_ASSERT_OK(build_merged_walks(m, static_cast<int>(c.seqlen_q), static_cast<int>(c.seqlen_k),
-                                    num_m_blocks, c.tile_keys, documents, batch, workspace.get(),
-                                    &walks, nullptr));
+  CUDA_ASSERT_OK(build_merged_walks(
+      m, static_cast<int>(c.seqlen_q), static_cast<int>(c.seqlen_k), num_m_blocks, c.tile_keys,
+      documents, batch, static_cast<int*>(tile_counter.get()), workspace.get(), &walks, nullptr));
   CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  int counter = -1;
+  CUDA_ASSERT_OK(cudaMemcpy(&counter, tile_counter.get(), sizeof(int), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(counter, 0) << "the build left the tile counter unzeroed";
   std::vector<unsigned char> raw(bytes + kGuardBytes);
   CUDA_ASSERT_OK(cudaMemcpy(raw.data(), workspace.get(), raw.size(), cudaMemcpyDeviceToHost));
   for (size_t i = bytes; i < raw.size(); ++i) ASSERT_EQ(raw[i], 0xa5) << "written past: byte " << i;

@@ -218,3 +218,35 @@ def test_cuda_graph_replay_equals_eager():
         captured[0].fill_(float("nan"))
         graph.replay()
         assert_same(captured, call(), f"graph replay {offset}")
+
+
+def test_cuda_graph_replays_a_varlen_flex_call():
+    """A varlen batch with a flex mod: the tile list's build, then the flex kernel, which starts
+    dependently on it on sm90 (programmatic dependent launch), captured and replayed."""
+    lengths = [300, 1, 0, 77, 129, 7]
+    cu = torch.tensor([0] + lengths, device="cuda").cumsum(0).int()
+    total, longest = sum(lengths), max(lengths)
+    g = generator(11)
+    slopes = torch.rand(HQ, device="cuda", generator=g)
+    static = [torch.randn(total, h, D, dtype=torch.bfloat16, device="cuda", generator=g)
+              for h in (HQ, HKV, HKV)]
+
+    def call():
+        return flashcore.attention_varlen(*static, cu, cu, longest, longest, causal=True,
+                                          score_mod=mods.alibi(slopes), return_lse=True)
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = call()
+    for offset in (12, 13):
+        g = generator(offset)
+        for dst in static:
+            dst.copy_(torch.randn(dst.shape, dtype=dst.dtype, device="cuda", generator=g))
+        captured[0].fill_(float("nan"))
+        graph.replay()
+        assert_same(captured, call(), f"varlen graph replay {offset}")
