@@ -1,9 +1,11 @@
 """flashcore.jit_score_mod's costs (docs/flex.md): the first call with an empty cache (nvcc), the
 first call of a new process (the shared object from the disk cache), and a warm call (on the
 kernel auto picks, sm90 on an H100, and on sm80), next to the built-in mod that computes the same
-scores. One process per phase; CUDA events, median of 20
-calls after 5 warm-ups. Usage: [BLOCK_SIZE=64] python3 scripts/time_jit.py [B H S D] (the causal
-BlockMask's block size, 128 unless BLOCK_SIZE says otherwise)."""
+scores. One process per phase. Warm calls are timed by the lab's timer (bench/peers.py time_fn:
+a warm-up, graph replay, samples over a budget), the rows alternated over ROUNDS rounds, the
+median of the rounds' medians; a hand-written median of 20 calls moved by up to 17% between
+rounds (docs/perf.md, session 41). Usage: [BLOCK_SIZE=64] python3 scripts/time_jit.py [B H S D]
+(the causal BlockMask's block size, 128 unless BLOCK_SIZE says otherwise)."""
 
 import os
 import statistics
@@ -17,8 +19,12 @@ import torch
 import flashcore
 from flashcore import jit, mods
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import peers  # noqa: E402 - the lab's timer, from bench/
+
 SNIPPET = "return score + bias[h] * (q_idx - kv_idx);"
 BLOCK_SIZE = int(os.environ.get("BLOCK_SIZE", "128"))
+ROUNDS = 3
 
 
 def case(B, H, S, D):
@@ -40,18 +46,15 @@ def wall(fn):
     return time.perf_counter() - start
 
 
-def gpu_median(fn):
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(20):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+def alternated_medians(rows):
+    """Each row's time (us): peers.time_fn's median, rows alternated over ROUNDS rounds, the
+    median of the rounds. rows: name -> fn."""
+    peers.warm_gpu()
+    times = {name: [] for name in rows}
+    for _ in range(ROUNDS):
+        for name, fn in rows.items():
+            times[name].append(peers.time_fn([fn])["p50_us"])
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def child(shape):
@@ -82,16 +85,19 @@ def main(shape):
         host = min(wall(lambda: flashcore.flex_attention(q, k, v, score_mod=mod,
                                                          block_mask=block_mask))
                    for _ in range(5))
-        jit_us = gpu_median(lambda: flashcore.flex_attention(q, k, v, score_mod=mod,
-                                                             block_mask=block_mask))
+        flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask)
         jit_provider = flashcore.last_provider()
-        sm80_us = gpu_median(lambda: flashcore.flex_attention(q, k, v, score_mod=mod,
-                                                              block_mask=block_mask,
-                                                              backend="sm80"))
-        builtin_us = gpu_median(lambda: flashcore.flex_attention(q, k, v, score_mod=alibi,
-                                                                 block_mask=block_mask))
+        flashcore.flex_attention(q, k, v, score_mod=alibi, block_mask=block_mask)
         builtin_provider = flashcore.last_provider()
-        plain_us = gpu_median(lambda: flashcore.flex_attention(q, k, v, block_mask=block_mask))
+        us = alternated_medians({
+            "jit": lambda: flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask),
+            "sm80": lambda: flashcore.flex_attention(q, k, v, score_mod=mod, block_mask=block_mask,
+                                                     backend="sm80"),
+            "builtin": lambda: flashcore.flex_attention(q, k, v, score_mod=alibi,
+                                                        block_mask=block_mask),
+            "plain": lambda: flashcore.flex_attention(q, k, v, block_mask=block_mask),
+        })
+        jit_us, sm80_us, builtin_us, plain_us = us["jit"], us["sm80"], us["builtin"], us["plain"]
         flops = 4 * B * H * S * S * D / 2
         print(f"warm call ({jit_provider}): {jit_us:.1f} us ({flops / jit_us / 1e6:.1f} TFLOP/s), "
               f"built-in ALiBi ({builtin_provider}, same scores): {builtin_us:.1f} us "
