@@ -39,6 +39,7 @@ else:
     from . import _flex_ops, _ops
 
     flex._flex_ops = _flex_ops
+    flex._ops = _ops
     _core.torch_capsules = (torch.Tensor, to_dlpack)
 
 

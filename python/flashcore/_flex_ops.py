@@ -20,7 +20,7 @@ from typing import Optional
 
 import torch
 
-from . import _core, flex, jit
+from . import _core, _ops, flex, jit
 
 # The array fields of python/src/flex_args.hpp, in the op's argument order.
 _ARRAY_FIELDS = ("doc_ids_q", "doc_ids_k", "prefix_lengths", "alibi_slopes", "rel_bias", "sinks",
@@ -129,7 +129,7 @@ def flex_attention_backward_op(
             (window_left, window_right), softcap, deterministic)
     size = _core.backward_workspace_size(*args, flex=fields)
     workspace = torch.empty(size, dtype=torch.uint8, device=q.device)
-    _core.run_backward(*args, torch.cuda.current_stream(q.device).cuda_stream, workspace,
+    _core.run_backward(*args, _ops.current_stream(q), workspace,
                        flex=fields, d_sinks=d_sinks if sinks is not None else None)
     return dq, dk, dv, d_sinks
 
@@ -217,7 +217,7 @@ def create_block_mask_op(
     # Zeroed: the builder leaves the index entries past each count and the alignment padding
     # unwritten, and an op's output should be the same bytes every time it runs.
     buffer = torch.zeros(native.block_mask_bytes(*shape), dtype=torch.uint8, device=device)
-    stream = torch.cuda.current_stream(buffer.device).cuda_stream
+    stream = _ops.current_stream(buffer)
     native.create_block_mask(buffer, fields, *shape, stream)
     return buffer
 

@@ -15,9 +15,10 @@ from .mods import MaskMod, ScoreMod
 __all__ = ["BlockMask", "create_block_mask", "flex_attention", "attention_varlen"]
 
 _DEFAULT_BLOCK_SIZE = 128  # PyTorch's
-# flashcore/_flex_ops.py, set by flashcore/__init__.py where torch is installed (this module
-# imports without torch).
+# flashcore/_flex_ops.py and flashcore/_ops.py, set by flashcore/__init__.py where torch is
+# installed (this module imports without torch).
 _flex_ops = None
+_ops = None
 
 
 # A BlockMask's fields that say what it masks: assigning one makes it no longer a window's own.
@@ -83,7 +84,7 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device="cuda", BLOCK_SIZE=_
     native = _core.native()
     nbytes = native.block_mask_bytes(*shape)
     buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    stream = torch.cuda.current_stream(buffer.device).cuda_stream
+    stream = _stream_of(buffer)
     if isinstance(mask_mod, jit.JitMaskMod):
         # The library checks and places the mask; the snippet's object launches the builder.
         offsets = jit.block_mask(mask_mod, buffer.device.index, lambda entry, captures: (
@@ -440,8 +441,11 @@ def _empty_outputs(like, lse_shape, return_lse):
     if xp is None:
         import torch
 
-        out = torch.empty(like.shape, dtype=like.dtype, device=like.device)
-        lse = torch.empty(lse_shape, dtype=torch.float32, device=like.device) if return_lse else None
+        # empty_like and new_empty rather than torch.empty(shape, dtype=, device=), which parses
+        # its keywords: about half the host time a tensor on the H200 machine, where a short flex
+        # call is host-bound (docs/perf.md, "Session 43").
+        out = torch.empty_like(like, memory_format=torch.contiguous_format)
+        lse = like.new_empty(lse_shape, dtype=torch.float32) if return_lse else None
     else:
         out = xp.empty(like.shape, dtype=like.dtype, device=like.device)
         lse = xp.empty(lse_shape, dtype=xp.float32, device=like.device) if return_lse else None
@@ -449,8 +453,7 @@ def _empty_outputs(like, lse_shape, return_lse):
 
 
 def _stream_of(x):
-    if hasattr(x, "is_cuda") and x.is_cuda:
-        import torch
-
-        return torch.cuda.current_stream(x.device).cuda_stream
+    """torch's current stream on x's device, or 0 (the legacy default) for other arrays."""
+    if _ops is not None and hasattr(x, "is_cuda"):
+        return _ops.current_stream(x)
     return 0

@@ -203,6 +203,33 @@ def test_torch_block_mask_is_used_as_it_is():
     assert err <= TOLERANCE[torch.bfloat16], f"vs torch flex_attention: {err:.2e}"
 
 
+def test_flex_runs_on_the_current_stream_without_syncing():
+    """create_block_mask and flex_attention launch on torch's current stream (read through its raw
+    handle since session 43) and never wait for the GPU: on a side stream that is busy and then
+    fills the inputs, a launch anywhere else would read the zeros, and a synchronization in the
+    call would wait for the sleep."""
+    q, k, v = inputs(torch.bfloat16, S=300)
+    docs = (torch.arange(300, device="cuda") // 70).int()[None].expand(2, 300).contiguous()
+    mask_mod = mods.and_masks(mods.documents(docs), mods.causal())
+    score_mod = mods.alibi(torch.rand(4, device="cuda") * 0.1)
+    flashcore.flex_attention(q, k, v, score_mod=score_mod, enable_gqa=True)  # warm-up
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    staged = [torch.zeros_like(t) for t in (q, k, v)]
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)
+        for dst, src in zip(staged, (q, k, v)):
+            dst.copy_(src)
+        block_mask = flashcore.create_block_mask(mask_mod, 2, None, 300, 300)
+        out, lse = flashcore.flex_attention(*staged, score_mod=score_mod, block_mask=block_mask,
+                                            enable_gqa=True, return_lse=True)
+        assert not side.query(), "the call waited for the GPU"
+    torch.cuda.current_stream().wait_stream(side)
+    ref_out, ref_lse = reference(q, k, v, mask_mod, score_mod, block_mask=block_mask)
+    check(out, lse, ref_out, ref_lse, torch.bfloat16, "side stream")
+
+
 def check_each_causal_sequence(out, lse, packed, lengths, dtype, label):
     """A causal varlen result (packed [total, H, D], LSE [H, total]) against the reference of
     each non-empty sequence alone."""
