@@ -174,16 +174,32 @@ const char* sm90_flex_rejects(const Problem& problem, const cudaDeviceProp& devi
   return "";
 }
 
+// Whether the plan's grid takes tiles from the counter: not a grid of one wave, a CTA per tile,
+// where each CTA runs its first tile and no other and the counter would only tell it that none is
+// left. The fixed sequence runs such a grid the same way, with no counter to zero before the
+// launch (a memset on the stream, and 3-5 us of a short call's host time with its workspace;
+// docs/perf.md, session 43). A varlen batch's tile list and a BlockMask's walks zero the counter in
+// their builds, which run either way.
+bool flex_uses_tile_counter(const LaunchArgs& plan) { return plan.num_ctas < plan.args.num_tiles; }
+
 // The tile counter, then a BlockMask's merged walks (flex_merged_walk.hpp) or a varlen batch's
-// tile list (varlen_tiles.hpp): a BlockMask is never on a varlen batch (validate_flex.cpp).
+// tile list (varlen_tiles.hpp): a BlockMask is never on a varlen batch (validate_flex.cpp). None
+// for a grid of one wave without either.
 size_t sm90_flex_workspace_bytes(const Problem& problem, int kernel_head_dim) {
   const AttentionParams& a = problem.params;
   if (const int capacity = flex_varlen_tile_capacity(a); capacity > 0) {
     return kTileCounterBytes + sm90::varlen_tile_list_bytes(capacity, a.heads_q);
   }
-  return kTileCounterBytes + sm90::merged_walk_bytes(a.flex.block_mask, a.seqlen_k,
-                                                     flex_num_m_blocks(a),
-                                                     sm90::flex_tile_keys(kernel_head_dim));
+  const size_t walk_bytes = sm90::merged_walk_bytes(
+      a.flex.block_mask, a.seqlen_k, flex_num_m_blocks(a), sm90::flex_tile_keys(kernel_head_dim));
+  if (!sm90::needs_merged_walks(a.flex.block_mask)) {
+    cudaDeviceProp device{};
+    if (current_device_properties(&device).ok() &&
+        !flex_uses_tile_counter(sm90_flex_plan(problem, device, kernel_head_dim))) {
+      return 0;
+    }
+  }
+  return kTileCounterBytes + walk_bytes;
 }
 
 Status prepare_sm90_flex_workspace(const Problem& problem, int kernel_head_dim, void* workspace,
@@ -196,6 +212,12 @@ Status prepare_sm90_flex_workspace(const Problem& problem, int kernel_head_dim, 
   // The first wave takes tiles 0..num_ctas-1 by CTA index; the counter hands out the rest.
   plan->args.tile_counter = static_cast<int*>(workspace);
   *walks = {};
+  const flex::BlockMask& block_mask = problem.params.flex.block_mask;
+  if (plan->varlen_tile_capacity == 0 && !sm90::needs_merged_walks(block_mask) &&
+      !flex_uses_tile_counter(*plan)) {
+    plan->args.tile_counter = nullptr;  // the fixed sequence (sm90_flex_workspace_bytes says why)
+    return Status::Ok();
+  }
   if (plan->varlen_tile_capacity > 0) {
     // The list's build zeroes the counter too. It reads the sequences from the grid's
     // cu_seqlens_q, which the flex kernel takes from FlexArgs instead.
@@ -209,7 +231,6 @@ Status prepare_sm90_flex_workspace(const Problem& problem, int kernel_head_dim, 
     return launch_status(sm90::build_varlen_tile_list(list, grid, sm90::kFlexTileRows, stream),
                          "sm90 flex varlen tile list");
   }
-  const flex::BlockMask& block_mask = problem.params.flex.block_mask;
   if (!sm90::needs_merged_walks(block_mask)) {
     return launch_status(cudaMemsetAsync(plan->args.tile_counter, 0, sizeof(int), stream),
                          "sm90 flex tile counter reset");

@@ -12,7 +12,7 @@
 // Templated on the mods, as the sm80 flex kernel: the library instantiates it with the built-ins
 // selected at run time. One tile shape per head dim (FlexTraits: 128 query rows; 128-key tiles,
 // which BlockMasks of 64-key blocks fill two at a time, or 64-key tiles at D = 256), never split,
-// always the dynamic schedule (tiles differ in work).
+// the dynamic schedule (tiles differ in work) wherever the grid has more tiles than CTAs.
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -288,7 +288,7 @@ cudaError_t launch_flex_kernel(const LaunchArgs& in, const FlexArgs<Mask, ScoreM
   // Right after the walks' build or the tile list (prepare_sm90_flex_workspace), whose kernels
   // allow it, the CTAs start while that kernel finishes, instead of a launch latency after it.
   // Not after the counter's memset (no BlockMask, not varlen): a programmatic dependency is on a
-  // kernel.
+  // kernel. (A grid of one wave has no counter and no memset; prepare_sm90_flex_workspace.)
   shape.dependent = flex.merged.records != nullptr || in.varlen_tile_capacity > 0;
   return detail::launch_kernel(kernel, shape, stream, fp);
 }

@@ -202,6 +202,11 @@ LaunchArgs plan(const Problem& problem, const cudaDeviceProp& device) {
   const int64_t clusters =
       persistent ? std::min<int64_t>(tiles, device.multiProcessorCount / in.cluster_ctas) : tiles;
   in.num_ctas = static_cast<int>(clusters * in.cluster_ctas);
+  // A grid of one wave, a CTA per tile, runs each CTA's first tile and no other: the counter would
+  // only tell every CTA that none is left. The fixed sequence runs it the same way (tile =
+  // blockIdx.x, then an index past the tiles), with no counter to zero before the launch and no
+  // workspace: a memset on the stream and 3-5 us of a call's host time (docs/perf.md, session 43).
+  if (in.dynamic && in.varlen_tile_capacity == 0 && in.num_ctas >= tiles) in.dynamic = false;
   p.head_group = sm90::heads_per_group({pairs, m_groups * p.num_splits, clusters,
                                         sm90::kv_bytes_per_query_head(keys, head_dim, p.kv_group),
                                         int64_t{device.l2CacheSize}, !masked && !varlen});

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <iterator>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -104,6 +105,41 @@ TEST(FlexSm90Auto, DecodeGridsRunSplitOnSm80) {
     EXPECT_EQ(r.masked_row_errors, 0) << c.name;
   }
   if (checked == 0) GTEST_SKIP() << "this build has none of the decode cases' kernels";
+}
+
+// The flex kernel takes tiles from a counter only where its grid has more tiles than CTAs: a grid
+// of one wave without a BlockMask (whose walks' build would zero the counter anyway) needs no
+// workspace, and one tile more needs it again; a BlockMask always does (its walks). Each against
+// the float64 reference, with tile counts made from this GPU's SM count (128-row tiles at every
+// head dim).
+TEST(FlexSm90Schedule, OnlyGridsOfMoreThanOneWaveTakeATileCounter) {
+  FLASHCORE_REQUIRE_SM90_GPU();
+  cudaDeviceProp device{};
+  ASSERT_EQ(cudaGetDeviceProperties(&device, 0), cudaSuccess);
+  const int64_t query_blocks = 3, sms = device.multiProcessorCount;
+  for (const bool block_mask : {false, true}) {
+    for (const int64_t heads : {sms / query_blocks, sms / query_blocks + 1}) {
+      FlexCase c = make_flex_case("one_wave_edge", [](FlexCase& f) {
+        f.head_dim = 64, f.causal = true, f.doc_span = 90, f.alibi = true;
+        f.seqlen_q = 3 * 128 - 50, f.seqlen_k = 300;
+      });
+      c.heads_q = heads, c.heads_kv = 1, c.backend = Backend::kSm90;
+      if (block_mask) c.block_mask = BlockMaskKind::kFromMask;
+      c.name += (block_mask ? "_block_mask_heads_" : "_heads_") + std::to_string(heads);
+      SCOPED_TRACE(c.name);
+      FLASHCORE_SKIP_IF_PRUNED(c.dtype, c.head_dim);
+      std::mt19937_64 rng(std::random_device{}());
+      FlexData data;
+      make_flex_data(c, &rng, &data);
+      if (::testing::Test::HasFatalFailure()) return;
+      DeviceBuffer o(static_cast<size_t>(data.rows_q * c.heads_q * c.head_dim) * sizeof(uint16_t));
+      AttentionParams p = data.params;
+      p.o = {o.get(), c.dtype, data.q_strides()};
+      const bool one_wave = heads * query_blocks <= sms;
+      EXPECT_EQ(workspace_size(p) == 0, one_wave && !block_mask) << workspace_size(p) << " bytes";
+      expect_matches_reference(c);
+    }
+  }
 }
 
 class FlexSm90 : public ::testing::TestWithParam<FlexCase> {};

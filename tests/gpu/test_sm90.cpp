@@ -221,6 +221,37 @@ INSTANTIATE_TEST_SUITE_P(
                       .window_left = 300}),
     [](const auto& info) { return info.param.name(); });
 
+// The dynamic schedule's counter only where the grid has more tiles than CTAs: a masked grid of
+// one wave (a CTA per tile) runs the fixed sequence, so it needs no workspace (the counter it
+// would zero before the launch), and one tile more makes it dynamic again. Both against the fp32
+// oracle, on the persistent kernel, with the tile counts made from this GPU's SM count (128-row
+// tiles at hd128).
+TEST(Sm90Schedule, OnlyGridsOfMoreThanOneWaveTakeATileCounter) {
+  FLASHCORE_REQUIRE_GPU();
+  cudaDeviceProp device{};
+  CUDA_ASSERT_OK(cudaGetDeviceProperties(&device, 0));
+  const int64_t query_blocks = 4, sms = device.multiProcessorCount;
+  for (const int64_t heads : {sms / query_blocks, sms / query_blocks + 1}) {
+    const AttentionCase c{.dtype = DType::kBFloat16,
+                          .batch = 1,
+                          .seqlen_q = 128 * query_blocks,
+                          .seqlen_k = 700,
+                          .heads_q = heads,
+                          .heads_kv = 1,
+                          .head_dim = 128,
+                          .causal = true};
+    SCOPED_TRACE(c.name());
+    CaseData data(c);
+    AttentionParams params = data.params(Backend::kSm90);
+    params.tile = TileShape::kLarge;
+    FLASHCORE_REQUIRE_SM90(params);
+    const bool one_wave = heads * query_blocks <= sms;
+    EXPECT_EQ(workspace_size(params) == 0, one_wave) << workspace_size(params) << " bytes";
+    const OracleOutput oracle = run_oracle(data);
+    expect_matches(c, data, oracle.o, oracle.lse, /*num_splits=*/0);
+  }
+}
+
 // Half-block edges: a warpgroup's 64 rows that see only one half of a key block (a causal
 // diagonal, a window's left edge, a sequence's last keys), rows past the sequence in a tile's last
 // warpgroup, and 192-row tiles whose first warpgroup sees none of the tile's last block. Where
