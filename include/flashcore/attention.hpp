@@ -178,11 +178,12 @@ struct AttentionParams {
   // count and sizes, 1 disables splitting, n > 1 splits Sk across n CTAs per query tile.
   int num_splits = 0;
   TileShape tile = TileShape::kAuto;
-  // Programmatic dependent launch (the sm90 backend's small-grid tiles, unsplit): the
-  // kernel may be scheduled while the previous kernel in the stream still runs, and waits for it
-  // to finish before its first memory access, so its launch and setup overlap that kernel's tail.
-  // It also lets the next kernel, if that one is launched this way, start while this one runs.
-  // Results are the same either way; false launches plainly. No effect elsewhere.
+  // Programmatic dependent launch (the sm90 backend's small-grid tiles, unsplit, and its flex
+  // kernel on a grid of one wave without a BlockMask or a varlen tile list): the kernel may be
+  // scheduled while the previous kernel in the stream still runs, and waits for it to finish
+  // before its first memory access, so its launch and setup overlap that kernel's tail. It also
+  // lets the next kernel, if that one is launched this way, start while this one runs. Results
+  // are the same either way; false launches plainly. No effect elsewhere.
   bool enable_pdl = true;
   cudaStream_t stream = nullptr;
 

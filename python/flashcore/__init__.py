@@ -98,9 +98,9 @@ def attention(
     and "cta-pair". All are for tuning and tests; every choice computes the same attention, and a
     tile the provider, GPU or head dim cannot run raises ValueError.
     enable_pdl: programmatic dependent launch (FlashInfer's enable_pdl) for the sm90 backend's
-    small-grid tiles: they may start while the previous kernel on the stream finishes and wait for
-    it before touching memory, which hides part of a launch. Same results either way; no effect on
-    other kernels.
+    small-grid tiles and its flex kernel on grids of one wave: they may start while the previous
+    kernel on the stream finishes and wait for it before touching memory, which hides part of a
+    launch. Same results either way; no effect on other kernels.
     out / lse_out: arrays to write into; allocated when omitted (torch: torch.empty; other
     arrays: their __array_namespace__'s empty_like / empty).
     stream: the cudaStream_t as an int; default: torch's current stream for torch tensors, else 0

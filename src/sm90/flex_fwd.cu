@@ -101,6 +101,7 @@ LaunchArgs sm90_flex_plan(const Problem& problem, const cudaDeviceProp& device,
   in.dynamic = true;
   in.cluster_ctas = 1;
   in.varlen_tile_capacity = flex_varlen_tile_capacity(a);
+  in.enable_pdl = a.enable_pdl;
   return in;
 }
 

@@ -111,10 +111,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
   cutlass::arch::fence_barrier_init();
   __syncthreads();
-  // Launched dependently after the walks' build or the varlen tile list (launch_flex_kernel), this
-  // grid's setup above ran beside that kernel: nothing global may be read or written before it has
-  // finished (its walks, its tile list, the tile counter it zeroed). Returns at once otherwise.
+  // Launched dependently (launch_flex_kernel) after the walks' build, the varlen tile list or, in
+  // a grid of one wave, the caller's previous kernel, this grid's setup above ran beside that
+  // kernel: nothing global may be read or written before it has finished (its walks, its tile
+  // list, the tile counter it zeroed; the caller's q, k, v, and o, which it may still read).
+  // Returns at once otherwise. Then the next kernel, if it is launched dependently too, may start
+  // its own setup as this grid's CTAs finish.
   DependentLaunch::wait_for_prior_grid();
+  DependentLaunch::allow_dependent_launch();
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
@@ -287,9 +291,13 @@ cudaError_t launch_flex_kernel(const LaunchArgs& in, const FlexArgs<Mask, ScoreM
   shape.smem_bytes = kSmemBytes;
   // Right after the walks' build or the tile list (prepare_sm90_flex_workspace), whose kernels
   // allow it, the CTAs start while that kernel finishes, instead of a launch latency after it.
-  // Not after the counter's memset (no BlockMask, not varlen): a programmatic dependency is on a
-  // kernel. (A grid of one wave has no counter and no memset; prepare_sm90_flex_workspace.)
-  shape.dependent = flex.merged.records != nullptr || in.varlen_tile_capacity > 0;
+  // Not after the counter's memset (no BlockMask, not varlen, more tiles than CTAs): a
+  // programmatic dependency is on a kernel. A grid of one wave without either build has no
+  // counter (prepare_sm90_flex_workspace) and is the call's first operation: with enable_pdl it
+  // starts beside whatever kernel precedes it in the stream.
+  const bool builds_before = flex.merged.records != nullptr || in.varlen_tile_capacity > 0;
+  const bool first_operation = in.args.tile_counter == nullptr && !builds_before;
+  shape.dependent = builds_before || (first_operation && in.enable_pdl);
   return detail::launch_kernel(kernel, shape, stream, fp);
 }
 

@@ -28,6 +28,9 @@ struct LaunchArgs {
   // > 0: a varlen batch whose tiles are listed before the launch (varlen_tiles.hpp), in at most
   // this many entries (FwdArgs::varlen_tiles, set at launch).
   int varlen_tile_capacity = 0;
+  // AttentionParams::enable_pdl: a kernel that waits for the prior grid (the flex kernel) may be
+  // launched dependently on whatever kernel precedes it in the stream.
+  bool enable_pdl = false;
   bool pingpong = true;  // Schedule switches (fwd_kernel.cuh); production runs both on
   bool intra_overlap = true;
 };

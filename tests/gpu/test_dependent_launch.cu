@@ -5,8 +5,8 @@
 // overwrites). Reading V early would give NaN (V starts poisoned); writing O early would show in
 // what that kernel read back. A control kernel without the wait, launched the same way, must see
 // the poison: that proves the window is real, so a missing wait could not pass. The kernels that
-// wait are the sm90 backend's small-grid tiles; every other launch (the sm80 backend's, split ones)
-// must be plain, which the cases that ask for PDL there check the same way.
+// wait are the sm90 backend's small-grid tiles and its flex kernel; every other launch (the sm80
+// backend's, split ones) must be plain, which the cases that ask for PDL there check the same way.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -55,6 +55,9 @@ struct DependentCase {
   TileShape tile;
   int num_splits;
   const char* what;
+  // ALiBi with zero slopes: the sm90 flex kernel (any ALiBi makes a flex problem) on the dense
+  // case's scores, so the dense reference still holds.
+  bool flex_kernel = false;
 };
 
 std::vector<DependentCase> dependent_cases() {
@@ -118,6 +121,33 @@ std::vector<DependentCase> dependent_cases() {
        TileShape::kLarge,
        3,
        "sm80 large tile with split-KV"},
+      // The sm90 flex kernel: dependent on the caller's kernel where its grid is one wave (no
+      // tile counter, so the kernel is the call's first operation); after its counter's memset,
+      // plainly, where it has more tiles than SMs (140 query heads of one tile each).
+      {{.dtype = DType::kBFloat16,
+        .batch = 1,
+        .seqlen_q = 300,
+        .seqlen_k = 777,
+        .heads_q = 4,
+        .heads_kv = 2,
+        .head_dim = 128,
+        .causal = true},
+       Backend::kSm90,
+       TileShape::kAuto,
+       0,
+       "sm90 flex kernel, one wave",
+       true},
+      {{.batch = 1,
+        .seqlen_q = 128,
+        .seqlen_k = 300,
+        .heads_q = 140,
+        .heads_kv = 4,
+        .head_dim = 64},
+       Backend::kSm90,
+       TileShape::kAuto,
+       0,
+       "sm90 flex kernel, more tiles than SMs (launched plainly)",
+       true},
   };
 }
 
@@ -161,6 +191,11 @@ TEST_P(DependentLaunchTest, WaitsForThePreviousKernelBeforeAnyMemoryAccess) {
   params.tile = dc.tile;
   params.num_splits = dc.num_splits;
   params.enable_pdl = true;
+  DeviceBuffer zero_slopes(static_cast<size_t>(dc.spec.heads_q) * sizeof(float));
+  if (dc.flex_kernel) {
+    CUDA_ASSERT_OK(cudaMemset(zero_slopes.get(), 0, zero_slopes.bytes()));
+    params.flex.score_mod.alibi.slopes = static_cast<const float*>(zero_slopes.get());
+  }
   const Status can = can_implement(params);
   if (!can.ok() && dc.backend == Backend::kSm90) {
     GTEST_SKIP() << "this build or GPU has no sm90 backend: " << can.message;
@@ -230,7 +265,8 @@ TEST_P(DependentLaunchTest, WaitsForThePreviousKernelBeforeAnyMemoryAccess) {
 INSTANTIATE_TEST_SUITE_P(Kernels, DependentLaunchTest, ::testing::ValuesIn(dependent_cases()),
                          [](const auto& info) {
                            return info.param.spec.name() + "_" + backend_name(info.param.backend) +
-                                  "_tile" + std::to_string(static_cast<int>(info.param.tile));
+                                  "_tile" + std::to_string(static_cast<int>(info.param.tile)) +
+                                  (info.param.flex_kernel ? "_flex" : "");
                          });
 
 }  // namespace
