@@ -40,7 +40,7 @@ else:
 
     flex._flex_ops = _flex_ops
     flex._ops = _ops
-    _core.torch_capsules = (torch.Tensor, to_dlpack)
+    _core.take_torch_tensors(torch.Tensor, to_dlpack)
 
 
 def providers():

@@ -14,14 +14,27 @@ except ImportError as error:  # e.g. no CUDA runtime library on this machine
 
 _state = threading.local()
 
-# (torch.Tensor, torch.utils.dlpack.to_dlpack) where torch is installed (set by
-# flashcore/__init__.py; this module imports no framework). The extension takes its arrays through
-# DLPack, and for a torch tensor that means torch's Tensor.__dlpack__, which is Python code: 5.7 us
-# a call on the H200 machine's host against 0.65 us for to_dlpack's capsule, made in C, and a call
-# passes 5 to 16 arrays (docs/flex.md, "The host side of a flex call"). So torch tensors go to the
-# extension as capsules, each imported once (python/src/flex_args.cpp reads each flex array once).
-# Only exact torch.Tensor objects: a subclass keeps its own __dlpack__.
+# How torch tensors reach the extension (set by flashcore/__init__.py through take_torch_tensors;
+# this module imports no framework). The extension takes its arrays through DLPack. Where torch
+# publishes DLPack's C exchange API (torch 2.10 on), the extension describes an exact torch.Tensor
+# through it in C (python/src/dlpack_arrays.hpp), and the tensors are passed as they are: None
+# here. Otherwise this is (torch.Tensor, torch.utils.dlpack.to_dlpack): nanobind's import would
+# run torch's Tensor.__dlpack__, which is Python code (5.7 us a call on the H200 machine's host
+# against 0.3-0.65 us for to_dlpack's capsule, made in C), and a call passes 5 to 16 arrays
+# (docs/flex.md, "The host side of a flex call"), so tensors go as capsules, each imported once
+# (python/src/flex_args.cpp reads each flex array once). Only exact torch.Tensor objects either
+# way: a subclass keeps its own __dlpack__.
 torch_capsules = None
+
+
+def take_torch_tensors(tensor_type, to_dlpack):
+    """Picks how tensors of tensor_type reach the extension: torch's C exchange API where it has
+    one, else to_dlpack's capsules."""
+    global torch_capsules
+    if _native is not None and _native.use_exchange_api(tensor_type):
+        torch_capsules = None
+    else:
+        torch_capsules = (tensor_type, to_dlpack)
 
 
 def _native_array(a):
@@ -31,6 +44,8 @@ def _native_array(a):
 
 
 def _native_arrays(*arrays):
+    if torch_capsules is None:
+        return arrays
     return tuple(_native_array(a) for a in arrays)
 
 
@@ -74,7 +89,7 @@ def _plug_unfused():
 
 def run(
     q, k, v, out, lse, softmax_scale, causal, window, softcap, kernel, stream, workspace=None,
-    flex=None,
+    flex=None, heads_major=False,
 ):
     """Validates and launches on `stream` (an int cudaStream_t); records the provider that ran.
 
@@ -83,12 +98,13 @@ def run(
     it is not 0 (torch's caching allocator: _ops.workspace_allocator); or None to let the library
     allocate it stream-ordered (its pool is cheap while warm, but gives memory back at a sync,
     which costs large allocations most). flex: the flex keyword fields of
-    python/src/flex_args.hpp (flashcore.flex builds them), or None."""
+    python/src/flex_args.hpp (flashcore.flex builds them), or None. heads_major: q, k, v and out
+    are [B, H, S, D] rather than [B, S, H, D]."""
     if kernel[0] == "unfused":
         _plug_unfused()
     provider = native().attention(
         *_native_arrays(q, k, v, out, lse), softmax_scale, causal, window[0], window[1], softcap,
-        *kernel, stream, _native_array(workspace), _native_flex(flex),
+        *kernel, stream, _native_array(workspace), _native_flex(flex), heads_major,
     )
     _state.provider = provider
     return provider

@@ -73,8 +73,8 @@ def attention_op(
     softmax_scale 0 means 1/sqrt(head_dim). Runs on the current stream. deterministic applies to
     the backward only.
     """
-    lse = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = q.new_empty(_lse_shape(q), dtype=torch.float32)
+    out = q.new_empty(q.shape)
     window = (window_left, window_right)
     kernel = (backend, num_splits, tile, enable_pdl)
     _core.run(
@@ -164,6 +164,10 @@ def _backward(ctx, grad_out, grad_lse):
 attention_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+def _detached(tensor):
+    return tensor.detach() if tensor.requires_grad else tensor
+
+
 def attention(
     q, k, v, causal, softmax_scale, window, softcap, return_lse, kernel, out, lse_out, stream,
     deterministic=False,
@@ -198,12 +202,17 @@ def attention(
                 f"{name} is a {type(tensor).__name__} but q is a torch.Tensor; pass "
                 "torch tensors throughout"
             )
+    # new_empty (contiguous, q's dtype and device) rather than torch.empty(shape, dtype=, device=),
+    # which parses its keywords: about half the host time a tensor (docs/perf.md, "Session 43").
     if out is None:
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        out = q.new_empty(q.shape)
     if return_lse and lse_out is None:
-        lse_out = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
-    # Detached views go to the extension; the caller gets back the very out/lse_out it passed.
-    args = (q.detach(), k.detach(), v.detach(), out.detach(), lse_out.detach() if return_lse else None)
+        lse_out = q.new_empty(_lse_shape(q), dtype=torch.float32)
+    # Tensors that require grad (here only under no_grad) go to the extension detached, since a
+    # subclass's __dlpack__ refuses them; the others as they are (a detach is about a microsecond
+    # of host time each). The caller gets back the very out/lse_out it passed.
+    args = (_detached(q), _detached(k), _detached(v), _detached(out),
+            _detached(lse_out) if return_lse else None)
     if stream is None:
         workspace = workspace_allocator(q.device)
         stream = current_stream(q)

@@ -260,16 +260,17 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     window, fields, jit_mask = _mask_parts(block_mask, query.shape[2], key.shape[2])
     if sinks is not None:
         fields["sinks"] = sinks
-    q, k, v = (_swap_seq_heads(x) for x in (query, key, value))
     jit_score, cap = _split_score_mod(score_mod, fields)
     jit_mod = _jit_program(jit_mask, jit_score)
     if _through_op(jit_mod, query, key, value, sinks, fields):
+        q, k, v = (_swap_seq_heads(x) for x in (query, key, value))
         out, lse = _flex_ops.flex_attention(q, k, v, scale, False, window, cap, fields, jit_mod,
                                             backend, heads_major=True,
                                             deterministic=deterministic)
         return (out, lse) if return_lse else out
     out, lse = _empty_outputs(query, (query.shape[0], query.shape[1], query.shape[2]), return_lse)
-    launch(q, k, v, _swap_seq_heads(out), lse, scale, False, window, cap, fields, jit_mod, backend)
+    launch(query, key, value, out, lse, scale, False, window, cap, fields, jit_mod, backend,
+           heads_major=True)
     return (out, lse) if return_lse else out
 
 
@@ -339,19 +340,22 @@ def check_varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
         _core.native().check_cu_seqlens(name, host[name], int(total), int(longest))
 
 
-def launch(q, k, v, out, lse, scale, causal, window, softcap, fields, jit_mod, backend):
-    """Runs flex attention on [B, S, H, D] views on the current stream: the built-in mods are in
-    `fields` (python/src/flex_args.hpp), jit_mod is a jit.Program (its snippets replace those
-    parts) or None. Eager calls and the custom op (_flex_ops.py) both come here."""
+def launch(q, k, v, out, lse, scale, causal, window, softcap, fields, jit_mod, backend,
+           heads_major=False):
+    """Runs flex attention on [B, S, H, D] arrays ([B, H, S, D] with heads_major, which the
+    extension takes as they are) on the current stream: the built-in mods are in `fields`
+    (python/src/flex_args.hpp), jit_mod is a jit.Program (its snippets replace those parts) or
+    None. Eager calls and the custom op (_flex_ops.py) both come here."""
     if jit_mod is not None:
-        _run_jit(jit_mod, q, k, v, out, lse, scale, causal, window, softcap, fields, backend)
+        _run_jit(jit_mod, q, k, v, out, lse, scale, causal, window, softcap, fields, backend,
+                 heads_major)
         return
     kernel = (backend, 0, "auto", True)
     # No workspace: the library takes the sm90 flex kernel's 256-byte tile counter (or the sm80
     # split's partials) from the stream-ordered pool, which measured 5-8 us a call cheaper than
     # torch's allocator through a workspace callable (docs/flex.md, "The host side of a flex call").
     _core.run(q, k, v, out, lse, 0.0 if scale is None else float(scale), causal, window,
-              float(softcap), kernel, _stream_of(q), flex=fields)
+              float(softcap), kernel, _stream_of(q), flex=fields, heads_major=heads_major)
 
 
 def _jit_program(jit_mask, jit_score):
@@ -415,7 +419,8 @@ def _through_op(jit_mod, q, k, v, sinks, fields):
     return _flex_ops.compiling()
 
 
-def _run_jit(program, q, k, v, out, lse, scale, causal, window, softcap, fields, backend):
+def _run_jit(program, q, k, v, out, lse, scale, causal, window, softcap, fields, backend,
+             heads_major):
     """flex_attention with jit mods (a jit.Program): their shared object (compiled or cached)
     launches the kernel that the library picks (sm90 where it takes the problem, else sm80) on
     torch's current stream, after the library's checks (python/src/flashcore_ext.cpp)."""
@@ -428,7 +433,7 @@ def _run_jit(program, q, k, v, out, lse, scale, causal, window, softcap, fields,
             address, sm90_kernels, program.mask is not None, replaces_score, fp16, kernel_head_dim,
             captures, *_core._native_arrays(q, k, v, out, lse),
             0.0 if scale is None else float(scale), causal, window[0], window[1],
-            float(softcap), backend, _stream_of(q), _core._native_flex(fields),
+            float(softcap), backend, _stream_of(q), _core._native_flex(fields), heads_major,
         )
 
     builtin_score = bool(softcap) or "alibi_slopes" in fields or "rel_bias" in fields

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "dlpack_arrays.hpp"
 #include "ext_support.hpp"
 #include "flashcore/backward.hpp"
 #include "flex_args.hpp"
@@ -23,9 +24,6 @@ using namespace nb::literals;
 
 namespace flashcore_python {
 namespace {
-
-using Array = nb::ndarray<nb::ro>;
-using MutableArray = nb::ndarray<>;
 
 flashcore::DType dtype_of(const char* name, nb::dlpack::dtype dtype) {
   if (dtype.lanes == 1 && dtype.bits == 16) {

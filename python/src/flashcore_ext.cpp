@@ -1,6 +1,7 @@
-// flashcore._flashcore: the Python binding. DLPack arrays come in zero-copy through nb::ndarray,
-// are checked here for what only the array objects know (device, dtype, rank, matching shapes),
-// and become AttentionParams; flashcore::run checks the rest and launches on the caller's stream.
+// flashcore._flashcore: the Python binding. DLPack arrays come in zero-copy as nb::ndarray
+// (dlpack_arrays.hpp: through an array type's C exchange API where one is registered), are
+// checked here for what only the array objects know (device, dtype, rank, matching shapes), and
+// become AttentionParams; flashcore::run checks the rest and launches on the caller's stream.
 // Nothing here knows about torch, so any DLPack producer (torch, CuPy, JAX) works.
 #include <cuda_runtime_api.h>
 #include <nanobind/nanobind.h>
@@ -20,6 +21,7 @@
 #include "api/flex_functors.hpp"
 #include "backward_ext.hpp"
 #include "common/launch_status.hpp"
+#include "dlpack_arrays.hpp"
 #include "ext_support.hpp"
 #include "flashcore/attention.hpp"
 #include "flashcore/varlen.hpp"
@@ -30,8 +32,8 @@ using namespace nb::literals;
 
 namespace {
 
-using Array = nb::ndarray<nb::ro>;  // inputs may be read-only views
-using MutableArray = nb::ndarray<>;
+using flashcore_python::Array;
+using flashcore_python::MutableArray;
 
 std::string device_name(int device_type, int device_id) {
   switch (device_type) {
@@ -130,9 +132,28 @@ int64_t dim(const A& a, size_t i) {
   return static_cast<int64_t>(a.shape(i));
 }
 
+// Where q, k, v and out keep their sequence and head axes: BSHD (the library's order, which
+// attention() takes), or BHSD (flex_attention's, as PyTorch's), taken as it is rather than through
+// four transposed views, a microsecond or more of host time each.
+struct Layout {
+  size_t seq_axis;
+  size_t head_axis;
+  const char* rank_message;  // the expected order, for check_rank
+  const char* kv_order;      // k and v's order, for a mismatch message
+};
+
+Layout layout_of(bool heads_major) {
+  if (heads_major) {
+    return {2, 1, "[batch, heads, seqlen, head_dim] (BHSD)",
+            "[batch, heads_kv, seqlen_k, head_dim]"};
+  }
+  return {1, 2, "[batch, seqlen, heads, head_dim] (BSHD; pass BHSD through strides)",
+          "[batch, seqlen_k, heads_kv, head_dim]"};
+}
+
 template <typename A>
-flashcore::Strides strides_of(const A& a) {
-  return {a.stride(0), a.stride(1), a.stride(2), a.stride(3)};
+flashcore::Strides strides_of(const A& a, const Layout& layout) {
+  return {a.stride(0), a.stride(layout.seq_axis), a.stride(layout.head_axis), a.stride(3)};
 }
 
 std::vector<std::string> provider_names() {
@@ -167,7 +188,7 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
                                        bool causal, int64_t window_left, int64_t window_right,
                                        float softcap, const std::string& backend,
                                        int64_t num_splits, const std::string& tile, bool enable_pdl,
-                                       std::uintptr_t stream, int* device_out) {
+                                       std::uintptr_t stream, bool heads_major, int* device_out) {
   const flashcore::Backend chosen = backend_from(backend);
   const flashcore::TileShape tile_shape = tile_from(tile);
   if (num_splits < 0 || num_splits > std::numeric_limits<int>::max()) {
@@ -175,12 +196,11 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
                            "; use 0 (heuristic), 1 (off) or a split count")
                               .c_str());
   }
-  constexpr const char* kLayout =
-      "[batch, seqlen, heads, head_dim] (BSHD; pass BHSD through strides)";
-  check_rank("q", q, 4, kLayout);
-  check_rank("k", k, 4, kLayout);
-  check_rank("v", v, 4, kLayout);
-  check_rank("out", out, 4, kLayout);
+  const Layout layout = layout_of(heads_major);
+  check_rank("q", q, 4, layout.rank_message);
+  check_rank("k", k, 4, layout.rank_message);
+  check_rank("v", v, 4, layout.rank_message);
+  check_rank("out", out, 4, layout.rank_message);
 
   const nb::dlpack::dtype dtype = q.dtype();
   const bool fp16 = is_dtype(dtype, nb::dlpack::dtype_code::Float, 16);
@@ -200,8 +220,9 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
     }
   }
 
-  const int64_t batch = dim(q, 0), seqlen_q = dim(q, 1), heads_q = dim(q, 2), head_dim = dim(q, 3);
-  const int64_t seqlen_k = dim(k, 1), heads_kv = dim(k, 2);
+  const size_t seq = layout.seq_axis, head = layout.head_axis;
+  const int64_t batch = dim(q, 0), seqlen_q = dim(q, seq), heads_q = dim(q, head);
+  const int64_t head_dim = dim(q, 3), seqlen_k = dim(k, seq), heads_kv = dim(k, head);
   const auto mismatch = [](const std::string& what) { throw nb::value_error(what.c_str()); };
   if (dim(k, 0) != batch || dim(v, 0) != batch) {
     mismatch("batch sizes differ: q " + shape_string(q) + ", k " + shape_string(k) + ", v " +
@@ -211,9 +232,9 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
     mismatch("head_dim differs: q " + shape_string(q) + ", k " + shape_string(k) + ", v " +
              shape_string(v) + "; q, k and v must have the same last dim");
   }
-  if (dim(v, 1) != seqlen_k || dim(v, 2) != heads_kv) {
-    mismatch("k " + shape_string(k) + " and v " + shape_string(v) +
-             " must have the same shape [batch, seqlen_k, heads_kv, head_dim]");
+  if (dim(v, seq) != seqlen_k || dim(v, head) != heads_kv) {
+    mismatch("k " + shape_string(k) + " and v " + shape_string(v) + " must have the same shape " +
+             layout.kv_order);
   }
   if (heads_kv == 0 || heads_q % heads_kv != 0) {
     mismatch("q has " + std::to_string(heads_q) + " heads and k, v have " +
@@ -263,10 +284,10 @@ flashcore::AttentionParams make_params(const Array& q, const Array& k, const Arr
   params.heads_kv = heads_kv;
   params.head_dim = head_dim;
   const flashcore::DType type = fp16 ? flashcore::DType::kFloat16 : flashcore::DType::kBFloat16;
-  params.q = {q.data(), type, strides_of(q)};
-  params.k = {k.data(), type, strides_of(k)};
-  params.v = {v.data(), type, strides_of(v)};
-  params.o = {out.data(), type, strides_of(out)};
+  params.q = {q.data(), type, strides_of(q, layout)};
+  params.k = {k.data(), type, strides_of(k, layout)};
+  params.v = {v.data(), type, strides_of(v, layout)};
+  params.o = {out.data(), type, strides_of(out, layout)};
   params.lse = lse ? static_cast<float*>(lse->data()) : nullptr;
   params.softmax_scale = softmax_scale;
   params.causal = causal;
@@ -293,7 +314,7 @@ size_t workspace_size(const Array& q, const Array& k, const Array& v, const Muta
   int device = 0;
   flashcore::AttentionParams params =
       make_params(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
-                  backend, num_splits, tile, enable_pdl, 0, &device);
+                  backend, num_splits, tile, enable_pdl, 0, false, &device);
   if (flex) flashcore_python::apply_flex(*flex, device, &params);
   flashcore::Status status;
   size_t bytes = 0;
@@ -360,11 +381,11 @@ std::string attention(const Array& q, const Array& k, const Array& v, const Muta
                       int64_t window_left, int64_t window_right, float softcap,
                       const std::string& backend, int64_t num_splits, const std::string& tile,
                       bool enable_pdl, std::uintptr_t stream, const nb::object& workspace,
-                      const std::optional<nb::dict>& flex) {
+                      const std::optional<nb::dict>& flex, bool heads_major) {
   int device = 0;
   flashcore::AttentionParams params =
       make_params(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
-                  backend, num_splits, tile, enable_pdl, stream, &device);
+                  backend, num_splits, tile, enable_pdl, stream, heads_major, &device);
   // flashcore.flex_attention / attention_varlen: mods, BlockMask, sinks, cu_seqlens.
   if (flex) flashcore_python::apply_flex(*flex, device, &params);
   std::optional<MutableArray> workspace_array;
@@ -395,12 +416,13 @@ std::string jit_attention(std::uintptr_t launch, int sm90_kernels, bool replaces
                           const Array& v, const MutableArray& out, std::optional<MutableArray> lse,
                           float softmax_scale, bool causal, int64_t window_left,
                           int64_t window_right, float softcap, const std::string& backend,
-                          std::uintptr_t stream, const std::optional<nb::dict>& flex) {
+                          std::uintptr_t stream, const std::optional<nb::dict>& flex,
+                          bool heads_major) {
   if (launch == 0) throw nb::value_error("jit_attention needs a shared object's entry point");
   int device = 0;
   flashcore::AttentionParams params =
       make_params(q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
-                  backend, 0, "auto", true, stream, &device);
+                  backend, 0, "auto", true, stream, heads_major, &device);
   if (flex) flashcore_python::apply_flex(*flex, device, &params);
   const flashcore::DType dtype = fp16 ? flashcore::DType::kFloat16 : flashcore::DType::kBFloat16;
   struct Object {
@@ -464,10 +486,10 @@ NB_MODULE(_flashcore, m) {
   m.def("attention", &attention, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), "softmax_scale"_a,
         "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a, "num_splits"_a,
         "tile"_a, "enable_pdl"_a, "stream"_a, "workspace"_a.none() = nb::none(),
-        "flex"_a.none() = nb::none(),
+        "flex"_a.none() = nb::none(), "heads_major"_a = false,
         "Runs attention into out (and lse) on the given CUDA stream; returns the provider. "
         "workspace: None, a device array, or a callable bytes -> device array (called only when "
-        "the chosen kernel needs scratch).");
+        "the chosen kernel needs scratch). heads_major: q, k, v and out are BHSD, not BSHD.");
   m.def("workspace_size", &workspace_size, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(),
         "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "backend"_a,
         "num_splits"_a, "tile"_a, "enable_pdl"_a, "flex"_a.none() = nb::none(),
@@ -475,12 +497,15 @@ NB_MODULE(_flashcore, m) {
   m.def("jit_attention", &jit_attention, "launch"_a, "sm90_kernels"_a, "replaces_mask"_a,
         "replaces_score"_a, "fp16"_a, "kernel_head_dim"_a, "captures"_a, "q"_a, "k"_a, "v"_a,
         "out"_a, "lse"_a.none(), "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a,
-        "softcap"_a, "backend"_a, "stream"_a, "flex"_a.none() = nb::none(),
+        "softcap"_a, "backend"_a, "stream"_a, "flex"_a.none() = nb::none(), "heads_major"_a = false,
         "Runs the flex kernel of a jit mods' shared object (flashcore.jit); returns the "
-        "provider that ran (sm90 or sm80).");
+        "provider that ran (sm90 or sm80). heads_major: q, k, v and out are BHSD.");
   m.def("check_cu_seqlens", &check_cu_seqlens, "name"_a, "cu_seqlens"_a, "total"_a, "max_seqlen"_a,
         "Raises ValueError where cu_seqlens (host ints) is not 0 first, nondecreasing, total last "
         "with no sequence above max_seqlen.");
+  m.def("use_exchange_api", &flashcore_python::use_exchange_api, "type"_a,
+        "Takes arrays of exactly this type through its DLPack C exchange API (DLPack 1.3) from now "
+        "on; False, and nothing changed, where the type publishes no usable table.");
   m.def("providers", &provider_names, "Names of the backends compiled into this build.");
   m.def("plug_unfused", &plug_unfused, "backend"_a,
         "Plugs the unfused baseline (flashcore._unfused) into this module's registry.");

@@ -11,6 +11,7 @@
 
 #include "api/flex_functors.hpp"
 #include "common/launch_status.hpp"
+#include "dlpack_arrays.hpp"
 #include "flashcore/flex/block_mask.hpp"
 #include "flashcore/flex/block_mask_host.hpp"
 #include "flashcore/flex/create_block_mask.hpp"
@@ -20,8 +21,6 @@ using namespace nb::literals;
 
 namespace flashcore_python {
 namespace {
-
-using Array = nb::ndarray<nb::ro>;
 
 [[noreturn]] void fail(const std::string& message) { throw nb::value_error(message.c_str()); }
 
@@ -173,7 +172,7 @@ namespace {
 // kv_indices, full_kv_num_blocks and full_kv_indices in it. With `jit_entry` (the
 // detail::JitBlockMaskFn of a jit_mask_mod's shared object, python/flashcore/jit.py) the mask is
 // that object's, with `captures`: the library checks and places the mask, the object launches.
-std::vector<int64_t> create_block_mask(nb::ndarray<> buffer, const nb::dict& mask, int64_t batch,
+std::vector<int64_t> create_block_mask(MutableArray buffer, const nb::dict& mask, int64_t batch,
                                        int64_t heads, int64_t seqlen_q, int64_t seqlen_k,
                                        int64_t q_block_size, int64_t kv_block_size,
                                        std::uintptr_t stream, std::uintptr_t jit_entry,

@@ -50,6 +50,13 @@ def test_valid_flex_call_reaches_the_device_check():
          r"block_mask was built for \(Q_LEN, KV_LEN\) = \(16, 25\) but q and k have \(16, 24\)"),
         (dict(block_mask=FakeBlockMask(lambda b, h, q, kv: q >= kv)), TypeError,
          r"block_mask.mask_mod is a Python function"),
+        # The extension takes the BHSD arrays as they are: its checks read heads from axis 1 and
+        # lengths from axis 2, and say so.
+        (dict(value=bhsd(seqlen=SK + 1)), ValueError,
+         r"k \(2, 4, 24, 64\) and v \(2, 4, 25, 64\) must have the same shape "
+         r"\[batch, heads_kv, seqlen_k, head_dim\]"),
+        (dict(key=bhsd(heads=3, seqlen=SK), value=bhsd(heads=3, seqlen=SK), enable_gqa=True),
+         ValueError, r"q has 4 heads and k, v have 3"),
     ],
 )
 def test_flex_attention_argument_errors(kwargs, error, message):

@@ -423,6 +423,52 @@ def test_any_dlpack_producer():
     assert_lse_matches(lse, q, k, v)
 
 
+def test_torch_tensors_take_the_c_exchange_api(monkeypatch):
+    """Where torch publishes DLPack's C exchange API, exact torch.Tensor arguments reach the
+    extension through it (python/src/dlpack_arrays.hpp): no Tensor.__dlpack__ and no to_dlpack
+    capsule, with views' strides and storage offsets kept. A subclass still goes through its own
+    __dlpack__, as before."""
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip("SKIPPED: this torch publishes no DLPack C exchange API (torch < 2.10)")
+    from flashcore import _core
+
+    assert _core.torch_capsules is None, "torch has the exchange API but tensors go as capsules"
+    exported = []
+    own_dlpack = torch.Tensor.__dlpack__
+
+    def counted_dlpack(self, *args, **kwargs):
+        exported.append(type(self).__name__)
+        return own_dlpack(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "__dlpack__", counted_dlpack)
+    # q a BHSD view at a storage offset, k and v BSHD: strides and offsets come through the table.
+    q_store, k, v = inputs(1, 130, 128, 4, 2, 64, torch.float16)
+    q_bhsd = q_store.transpose(1, 2).contiguous()[:, :, 2:]
+    q = q_bhsd.transpose(1, 2)
+    assert q.storage_offset() > 0 and not q.is_contiguous()
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((1, 4, 128), float("nan"), device="cuda")
+    flashcore.attention(q, k, v, causal=True, out=out, lse_out=lse, return_lse=True)
+    assert exported == [], f"__dlpack__ ran for {exported}"
+    assert_matches(out, q, k, v, causal=True)
+    assert_lse_matches(lse, q, k, v, causal=True)
+
+    class Subclass(torch.Tensor):
+        pass
+
+    sub_out = torch.full_like(q, float("nan"))
+    flashcore.attention(q.as_subclass(Subclass), k, v, causal=True, out=sub_out)
+    assert exported and set(exported) == {"Subclass"}, f"__dlpack__ ran for {exported}"
+    assert torch.equal(sub_out, out)
+    # Under no_grad a tensor that requires grad goes detached, through the table as well.
+    exported.clear()
+    grad_out = torch.full_like(q, float("nan"))
+    with torch.no_grad():
+        flashcore.attention(q.detach().requires_grad_(), k, v, causal=True, out=grad_out)
+    assert exported == [], f"__dlpack__ ran for {exported}"
+    assert torch.equal(grad_out, out)
+
+
 def bad_calls():
     q, k, v = inputs(1, 64, 64, 4, 2, 64, torch.float16)
     wide = torch.zeros(1, 64, 4, 128, device="cuda", dtype=torch.float16)
