@@ -183,24 +183,40 @@ def _check_rank(name, x, rank, layout):
         raise ValueError(f"{name} must be a {rank}-D array {layout}")
 
 
-def _mask_parts(block_mask, q_len, kv_len):
-    """(window, native fields, jit_mask_mod or None) of block_mask: its mask_mod's parts and its
-    block lists."""
-    if block_mask is None:
-        return (-1, -1), {}, None
+def _block_mask_fields(block_mask, q_len, kv_len):
+    """(kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, BLOCK_SIZE, seq_lengths,
+    mask_mod) of a flashcore or torch BlockMask."""
+    if type(block_mask) is BlockMask:
+        # flashcore's own holds every field: read past the properties, a Python frame each, about
+        # 3 us of a call (docs/perf.md, "Session 44").
+        return (block_mask._kv_num_blocks, block_mask._kv_indices, block_mask._full_kv_num_blocks,
+                block_mask._full_kv_indices, block_mask._BLOCK_SIZE, block_mask._seq_lengths,
+                block_mask._mask_mod)
     for name in ("kv_num_blocks", "kv_indices", "BLOCK_SIZE", "mask_mod"):
         if not hasattr(block_mask, name):
             raise TypeError(
                 f"block_mask is a {type(block_mask).__name__}; pass a flashcore.BlockMask or a "
                 "torch.nn.attention.flex_attention.BlockMask"
             )
-    seq_lengths = tuple(getattr(block_mask, "seq_lengths", (q_len, kv_len)))
+    return (block_mask.kv_num_blocks, block_mask.kv_indices,
+            getattr(block_mask, "full_kv_num_blocks", None),
+            getattr(block_mask, "full_kv_indices", None), block_mask.BLOCK_SIZE,
+            getattr(block_mask, "seq_lengths", (q_len, kv_len)), block_mask.mask_mod)
+
+
+def _mask_parts(block_mask, q_len, kv_len):
+    """(window, native fields, jit_mask_mod or None) of block_mask: its mask_mod's parts and its
+    block lists."""
+    if block_mask is None:
+        return (-1, -1), {}, None
+    kv_num_blocks, kv_indices, full, full_indices, block_size, seq_lengths, mask_mod = (
+        _block_mask_fields(block_mask, q_len, kv_len))
+    seq_lengths = tuple(seq_lengths)
     if seq_lengths != (q_len, kv_len):
         raise ValueError(
             f"block_mask was built for (Q_LEN, KV_LEN) = {seq_lengths} but q and k have "
             f"({q_len}, {kv_len}); rebuild it with create_block_mask for these lengths"
         )
-    mask_mod = block_mask.mask_mod
     jit_mask = None
     if isinstance(mask_mod, MaskMod):
         window, fields = mask_mod.window, mask_mod.fields()
@@ -216,11 +232,9 @@ def _mask_parts(block_mask, q_len, kv_len):
         )
     if _is_window_own(block_mask):
         return window, fields, jit_mask
-    q_block, kv_block = _block_sizes(block_mask.BLOCK_SIZE)
-    full = getattr(block_mask, "full_kv_num_blocks", None)
-    full_indices = getattr(block_mask, "full_kv_indices", None) if full is not None else None
-    fields["block_mask"] = (block_mask.kv_num_blocks, block_mask.kv_indices, full, full_indices,
-                            q_block, kv_block)
+    q_block, kv_block = _block_sizes(block_size)
+    fields["block_mask"] = (kv_num_blocks, kv_indices, full,
+                            full_indices if full is not None else None, q_block, kv_block)
     return window, fields, jit_mask
 
 

@@ -193,3 +193,40 @@ def test_block_mask_offsets_follow_the_library_layout(shape):
     end = offsets[3] + -(-4 * indices // 16) * 16
     assert end == flashcore._core.native().block_mask_bytes(*shape)
     assert offsets[0] == 0 and offsets[2] - offsets[0] == offsets[3] - offsets[1]
+
+
+def _equal_parts(a, b):
+    """_mask_parts results compared field by field (arrays by identity)."""
+    (window_a, fields_a, jit_a), (window_b, fields_b, jit_b) = a, b
+    return (window_a == window_b and jit_a is jit_b and fields_a.keys() == fields_b.keys()
+            and all(x is y for key in fields_a for x, y in zip(
+                fields_a[key] if key == "block_mask" else (fields_a[key],),
+                fields_b[key] if key == "block_mask" else (fields_b[key],))))
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_own_block_mask_reads_like_torch_s(full):
+    """flashcore's own BlockMask is read past its properties (flex._block_mask_fields); what a
+    call takes from it is what it takes from a torch-like object with the same fields, and an
+    assignment through a property is seen."""
+    docs = (np.arange(SQ) // 8).astype(np.int32)[None].repeat(B, 0)
+    arrays = [np.zeros((B, 1, 1), np.int32), np.zeros((B, 1, 1, 1), np.int32)]
+    full_arrays = [np.zeros((B, 1, 1), np.int32), np.zeros((B, 1, 1, 1), np.int32)]
+    own = flashcore.BlockMask(*arrays, *(full_arrays if full else (None, None)), (64, 128),
+                              (SQ, SQ), mods.documents(docs))
+    torch_like = FakeBlockMask(own.mask_mod, seq_lengths=(SQ, SQ))
+    torch_like.kv_num_blocks, torch_like.kv_indices = arrays
+    torch_like.BLOCK_SIZE = (64, 128)
+    if full:
+        torch_like.full_kv_num_blocks, torch_like.full_kv_indices = full_arrays
+    parts = flashcore.flex._mask_parts(own, SQ, SQ)
+    assert parts[1]["block_mask"][4:] == (64, 128)
+    assert _equal_parts(parts, flashcore.flex._mask_parts(torch_like, SQ, SQ))
+    replaced = np.ones((B, 1, 1, 1), np.int32)
+    own.kv_indices = replaced
+    assert flashcore.flex._mask_parts(own, SQ, SQ)[1]["block_mask"][1] is replaced
+    with pytest.raises(ValueError, match=r"block_mask was built for \(Q_LEN, KV_LEN\)"):
+        flashcore.flex._mask_parts(own, SQ, SQ + 1)
+    q = bhsd()
+    with pytest.raises(ValueError, match=r"q is on cpu"):
+        flashcore.flex_attention(q, q, q, block_mask=own)
