@@ -6,7 +6,7 @@
 # CMake, with the flags of the install tree's pkg-config file.
 # Usage: scripts/test_consumer.sh [BUILD_DIR [INSTALL_PREFIX]]
 #   BUILD_DIR (default build/default) is installed into INSTALL_PREFIX (default
-#   build/consumer/install), which scripts/test.sh then hands to the Python build.
+#   build/consumer/install), which this script removes first.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build="${1:-build/default}"

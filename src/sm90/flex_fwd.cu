@@ -44,7 +44,7 @@ int flex_varlen_tile_capacity(const AttentionParams& a) {
 // The dynamic schedule's tile counter (FwdArgs::tile_counter).
 constexpr size_t kTileCounterBytes = 256;
 // The sm90 flex instantiation list as KernelList sees it (common/kernel_list.hpp): the kernels
-// themselves are templates of sm90_flex_hd<D>.cu, reached through launch_flex_head_dim<D>.
+// themselves are templates of sm90_fwd_hd<D>.cu, reached through launch_flex_head_dim<D>.
 template <typename Element, int kHeadDim_>
 struct FlexKernel {
   static constexpr int kHeadDim = kHeadDim_;

@@ -1,5 +1,5 @@
 // One head dim's sm90 flex kernels (both dtypes, pruned by FLASHCORE_DTYPES like the dense ones):
-// included by sm90_flex_hd<D>.cu only.
+// included by sm90_fwd_hd<D>.cu (D = 64, 128, 256) only, next to the dense kernels.
 #pragma once
 
 #include <cutlass/numeric_types.h>

@@ -1,5 +1,5 @@
 // The library's sm90 flex kernels: flex_fwd_kernel (flex_kernel.cuh) with the built-in mods
-// selected at run time, one per (dtype, head dim 64 / 128 / 256), compiled in sm90_flex_hd<D>.cu.
+// selected at run time, one per (dtype, head dim 64 / 128 / 256), compiled in sm90_fwd_hd<D>.cu.
 // flex_fwd.cu (the host side, no CuTe) reaches them only through launch_flex_head_dim.
 #pragma once
 

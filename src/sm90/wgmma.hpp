@@ -16,10 +16,10 @@ using namespace cute;
 // Whether TiledMma issues one wgmma over the whole N it was built for. CuTe's selectors offer the
 // N outside {8, 16, 32, 64, 96, 128, 192, 256} (80, 160, 224, ...) only under
 // CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, and without it split such an N into narrower instructions
-// (2.5x the HGMMA at hd160). That define's header costs every translation unit that includes it
-// about 27 s of compile time, so src/CMakeLists.txt gives it only to those that need it; the
-// traits assert this, so that a translation unit left without it fails to build instead of
-// running slower.
+// (2.5x the HGMMA at hd160). That define's headers cost every translation unit that includes them
+// about 20 s of compile time (cute_dense_wgmma.hpp), so src/CMakeLists.txt gives it only to those
+// that need it; the traits assert this, so that a translation unit left without it fails to build
+// instead of running slower.
 template <typename TiledMma, int kN>
 inline constexpr bool kWholeWgmmaN = size<1>(typename TiledMma::AtomShape_MNK{}) == kN;
 
